@@ -1,0 +1,22 @@
+// Subcommand registry of the CLI. A cmd_*.cpp file defines a function that adds its subcommand
+// to the CLI::App and calls add_command() from a static initializer (the files are linked into
+// the executable directly, so the initializers always run).
+#pragma once
+#include <functional>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace dsa::cli {
+
+using Register = std::function<void(CLI::App&)>;
+std::vector<Register>& commands();
+bool add_command(Register r);
+
+// Exit code the finished subcommand asks for (0 unless set).
+int exit_code();
+void set_exit_code(int code);
+
+}  // namespace dsa::cli

@@ -1,0 +1,49 @@
+# Third-party libraries. All are header-only or found as system packages (Debian/Ubuntu -dev
+# packages; scripts/install-deps.sh installs them). Where a CMake package config is missing
+# (as on the GPU machine for some), fall back to the headers alone.
+find_package(Threads REQUIRED)
+
+function(dsa_header_only_fallback target header)
+  if(NOT TARGET ${target})
+    find_path(_inc ${header} REQUIRED)
+    add_library(${target} INTERFACE IMPORTED GLOBAL)
+    target_include_directories(${target} INTERFACE ${_inc})
+    unset(_inc CACHE)
+  endif()
+endfunction()
+
+find_package(nlohmann_json 3 QUIET)
+dsa_header_only_fallback(nlohmann_json::nlohmann_json nlohmann/json.hpp)
+
+find_package(CLI11 QUIET)
+dsa_header_only_fallback(CLI11::CLI11 CLI/CLI.hpp)
+
+# fmt is used header-only: no link-time dependence on a particular libfmt build.
+find_package(fmt QUIET)
+if(TARGET fmt::fmt-header-only)
+  add_library(dsa_fmt INTERFACE)
+  target_link_libraries(dsa_fmt INTERFACE fmt::fmt-header-only)
+else()
+  find_path(FMT_INCLUDE fmt/format.h REQUIRED)
+  add_library(dsa_fmt INTERFACE)
+  target_include_directories(dsa_fmt INTERFACE ${FMT_INCLUDE})
+  target_compile_definitions(dsa_fmt INTERFACE FMT_HEADER_ONLY=1)
+endif()
+
+if(DSA_BUILD_TESTS)
+  find_package(GTest QUIET)
+  if(NOT TARGET GTest::gtest_main)
+    if(EXISTS /usr/src/googletest/CMakeLists.txt)
+      set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
+      add_subdirectory(/usr/src/googletest ${CMAKE_BINARY_DIR}/_googletest EXCLUDE_FROM_ALL)
+      if(NOT TARGET GTest::gtest_main)
+        add_library(GTest::gtest_main ALIAS gtest_main)
+        add_library(GTest::gtest ALIAS gtest)
+      endif()
+    else()
+      message(FATAL_ERROR "GoogleTest not found (install libgtest-dev or googletest)")
+    endif()
+  endif()
+  include(GoogleTest)
+endif()
+

@@ -1,0 +1,4 @@
+#pragma once
+namespace dsa {
+inline constexpr const char* kVersion = DSA_VERSION_STR;
+}
