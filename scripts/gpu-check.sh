@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One pass on the GPU machine: build Release for sm_90a with all cores, run the GPU tests on the
+# native route and on the SM120 route (DSA_DEVICE_CAPABILITY=12.0), run the benchmarks. Logs and
+# JSON go to ${OUT:-out}. Usage: scripts/gpu-check.sh [stage ...]; stages: build test test120
+# bench (default: all). Keep a run under 10 minutes.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(build test test120 bench)
+build=${DSA_BUILD_DIR:-build-gpu}
+dsa=$build/apps/dsa/dsa
+rc=0
+for s in "${stages[@]}"; do
+  echo "=== stage $s ($(date +%T))"
+  case $s in
+    build)
+      nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv | tee "$OUT/gpu.txt"
+      DSA_BUILD_DIR=$build DSA_CUDA_ARCHS=${DSA_CUDA_ARCHS:-90a} DSA_JOBS=16 DSA_CUDA=ON \
+        scripts/build.sh 2>&1 | tail -n 30 | tee "$OUT/build.log" || { echo "BUILD FAILED"; exit 1; }
+      "$dsa" info | tee "$OUT/info.txt"
+      DSA_DEVICE_CAPABILITY=12.0 "$dsa" info | tail -n 2 | tee -a "$OUT/info.txt"
+      ;;
+    test)
+      ctest --test-dir "$build" --output-on-failure -j 4 2>&1 | tail -n 60 | tee "$OUT/test.log" || rc=1 ;;
+    test120)
+      DSA_DEVICE_CAPABILITY=12.0 ctest --test-dir "$build" --output-on-failure -j 4 -R "Cuda|Gpu|Select" 2>&1 \
+        | tail -n 60 | tee "$OUT/test120.log" || rc=1 ;;
+    bench)
+      for b in attention moe linear; do
+        if "$dsa" bench --help 2>/dev/null | grep -q "$b"; then
+          "$dsa" bench "$b" --json "$OUT/bench_$b.json" 2>&1 | tee "$OUT/bench_$b.txt" || rc=1
+        fi
+      done
+      for py in scripts/baseline_*.py; do
+        [ -f "$py" ] && PYTHONUNBUFFERED=1 python3 "$py" --out "$OUT" 2>&1 | tail -n 40 | tee "$OUT/$(basename "$py" .py).txt"
+      done
+      ;;
+    *) echo "unknown stage $s"; rc=1 ;;
+  esac
+done
+exit $rc
