@@ -1,0 +1,41 @@
+// Benchmarks of `dsa bench NAME`: each bench_*.cpp registers one with add_bench() from a static
+// initializer. A benchmark measures, prints a table and (with --json FILE) writes JSON rows:
+// time, TFLOP/s, GB/s and % of the roofline floor. Benchmarks are not tests.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dsa::bench {
+
+struct Options {
+  std::string json_path;  // empty: no JSON
+  bool quick = false;     // fewer shapes/repeats (smoke runs)
+  int device = 0;
+};
+
+struct Row {
+  std::string name;        // shape label
+  double us = 0;           // median time per call
+  double tflops = 0;       // useful FLOPs / time
+  double gbs = 0;          // unique bytes / time
+  double roofline_pct = 0; // floor time / measured time * 100
+  nlohmann::json extra = nlohmann::json::object();  // anything else (baseline, ratio, tactic)
+};
+
+using Fn = std::function<std::vector<Row>(const Options&)>;
+struct Entry {
+  std::string name, help;
+  Fn fn;
+};
+std::vector<Entry>& registry();
+bool add_bench(std::string name, std::string help, Fn fn);
+
+// Prints rows as an aligned table (extra's scalar members become columns).
+void print_table(const std::string& title, const std::vector<Row>& rows);
+// Writes {"bench": name, "meta": {...device, date...}, "rows": [...]}.
+void write_json(const std::string& path, const std::string& bench, const std::vector<Row>& rows);
+
+}  // namespace dsa::bench

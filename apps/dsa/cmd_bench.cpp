@@ -1,0 +1,32 @@
+// `dsa bench NAME [--json FILE] [--quick]`: runs one registered benchmark (bench/bench.h).
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "bench/bench.h"
+#include "commands.h"
+
+namespace dsa::cli {
+namespace {
+
+const bool registered = add_command([](CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "Benchmarks: time, TFLOP/s, GB/s, % of roofline (table + JSON)");
+  cmd->require_subcommand(1);
+  for (const auto& e : bench::registry()) {
+    auto* sub = cmd->add_subcommand(e.name, e.help);
+    auto opts = std::make_shared<bench::Options>();
+    sub->add_option("--json", opts->json_path, "Write results as JSON to this file");
+    sub->add_flag("--quick", opts->quick, "Fewer shapes and repeats");
+    sub->add_option("--device", opts->device, "CUDA device index");
+    auto fn = e.fn;
+    auto name = e.name;
+    sub->callback([opts, fn, name] {
+      auto rows = fn(*opts);
+      bench::print_table("dsa bench " + name, rows);
+      if (!opts->json_path.empty()) bench::write_json(opts->json_path, name, rows);
+    });
+  }
+});
+
+}  // namespace
+}  // namespace dsa::cli
