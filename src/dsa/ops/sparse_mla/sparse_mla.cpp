@@ -125,9 +125,9 @@ SparseMlaTactic sparse_mla_default_tactic(const SparseMlaParams& p, int sm_count
   t.heads_per_cta = p.heads() >= 32 ? 32 : 16;
   const int64_t ctas = p.tokens() * (p.heads() / t.heads_per_cta);
   const int64_t tiles = (total_keys(p) + kKeysPerTile - 1) / kKeysPerTile;
-  // Aim at about two CTAs per SM, keeping at least 4 key tiles per split.
+  // Aim at about two CTAs per SM, keeping at least 2 key tiles per split.
   int64_t want = (2 * std::max(sm_count, 1) + ctas - 1) / ctas;
-  int64_t cap = std::max<int64_t>(1, tiles / 4);
+  int64_t cap = std::max<int64_t>(1, tiles / 2);
   int s = 1;
   while (s * 2 <= std::min<int64_t>(want, std::min<int64_t>(cap, 32))) s *= 2;
   t.splits = s;

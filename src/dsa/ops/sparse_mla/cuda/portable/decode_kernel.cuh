@@ -355,10 +355,12 @@ void launch_decode(const DecodeArgs& a, cudaStream_t stream) {
   constexpr int smem = smem_bytes<G>(HPC);
   static_assert(smem <= kMaxDynamicSmem && smem <= kSm120SmemLimit, "shared memory over the SM120 budget");
   auto kern = sparse_mla_decode_kernel<G, kModel1, HPC>;
-  static bool attr_set = false;  // per instantiation; setting it twice is harmless
-  if (!attr_set) {
+  static unsigned attr_set = 0;  // per instantiation, one bit per device (setting twice is harmless)
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (dev >= 32 || !(attr_set & (1u << dev))) {
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    attr_set = true;
+    if (dev < 32) attr_set |= 1u << dev;
   }
   dim3 grid(a.T, a.H / HPC, a.splits);
   kern<<<grid, HPC / 16 * 4 * 32, smem, stream>>>(a);
