@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -173,7 +174,12 @@ std::vector<Row> run(const Options& opt) {
   const auto& devinfo = cuda_devices()[0];
   std::vector<Row> rows;
   std::mt19937_64 gen(1234);
+  // DSA_BENCH_FILTER=substring: only matching shapes; DSA_BENCH_NO_SWEEP=1: default tactic only
+  // (both for profiling runs, e.g. under ncu).
+  const char* filter = std::getenv("DSA_BENCH_FILTER");
+  const bool sweep = !std::getenv("DSA_BENCH_NO_SWEEP");
   for (const AttnShape& sh : shapes(opt.quick)) {
+    if (filter && sh.name.find(filter) == std::string::npos) continue;
     const int T = sh.reqs * sh.tokens_per_req;
     const int D = ops::kv_cache_d_qk(sh.kind);
     const int row_bytes = sh.kind == KvCacheKind::Fp8DsMla ? kv::ds_mla::kTokenBytes : kv::model1::kLogicalBytes;
@@ -238,7 +244,7 @@ std::vector<Row> run(const Options& opt) {
     const auto tactics = ops::sparse_mla_tactics(sets[0].p);
     double best_us = us;
     std::string best_name = def.name();
-    for (size_t k = 0; k < tactics.size(); ++k) {
+    for (size_t k = 0; sweep && k < tactics.size(); ++k) {
       const double t_us = time_calls(sets, static_cast<int>(k), opt.quick ? 3 : 9);
       if (t_us < best_us) {
         best_us = t_us;
