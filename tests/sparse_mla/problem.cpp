@@ -156,10 +156,11 @@ ops::SparseMlaParams Problem::params(Device dev, Tensor o, Tensor lse) const {
   return s;
 }
 
-void brute_force(const Problem& p, std::vector<double>& o, std::vector<double>& lse) {
+void brute_force(const Problem& p, std::vector<double>& o, std::vector<double>& lse, std::vector<double>* o_abs) {
   const auto& f = p.form;
   const int D = ops::kv_cache_d_qk(f.kind);
   o.assign(f.T * f.H * 512, 0.0);
+  if (o_abs) o_abs->assign(f.T * f.H * 512, 0.0);
   lse.assign(f.T * f.H, 0.0);
   for (int64_t t = 0; t < f.T; ++t) {
     std::vector<const float*> rows;
@@ -193,6 +194,8 @@ void brute_force(const Problem& p, std::vector<double>& o, std::vector<double>& 
       for (size_t j = 0; j < rows.size(); ++j) {
         const double w = std::exp(s[j] - m) / denom;
         for (int d = 0; d < 512; ++d) oh[d] += w * rows[j][d];
+        if (o_abs)
+          for (int d = 0; d < 512; ++d) (*o_abs)[(t * f.H + h) * 512 + d] += w * std::fabs(rows[j][d]);
       }
       lse[t * f.H + h] = m + std::log(l);
     }
@@ -208,7 +211,8 @@ std::vector<double> to_double(const Tensor& t0) {
 }
 
 ::testing::AssertionResult close_to(const Tensor& o, const Tensor& lse, const std::vector<double>& o_ref,
-                                    const std::vector<double>& lse_ref, double o_atol, double o_rtol, double lse_atol) {
+                                    const std::vector<double>& lse_ref, double o_atol, double o_rtol, double lse_atol,
+                                    const std::vector<double>* o_abs, double abs_rtol) {
   auto ov = to_double(o), lv = to_double(lse);
   if (ov.size() != o_ref.size() || lv.size() != lse_ref.size()) return ::testing::AssertionFailure() << "size mismatch";
   int bad = 0;
@@ -216,7 +220,8 @@ std::vector<double> to_double(const Tensor& t0) {
   auto fail = ::testing::AssertionFailure();
   for (size_t i = 0; i < ov.size(); ++i) {
     const double err = std::fabs(ov[i] - o_ref[i]);
-    const bool ok = std::isfinite(ov[i]) && err <= o_atol + o_rtol * std::fabs(o_ref[i]);
+    const double tol = o_atol + o_rtol * std::fabs(o_ref[i]) + (o_abs ? abs_rtol * (*o_abs)[i] : 0.0);
+    const bool ok = std::isfinite(ov[i]) && err <= tol;
     worst = std::max(worst, std::isfinite(err) ? err : 1e30);
     if (!ok && bad++ < 8) fail << "o[" << i << "] (row " << i / 512 << ", col " << i % 512 << ") = " << ov[i] << " vs " << o_ref[i] << "\n";
   }
