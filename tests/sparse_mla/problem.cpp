@@ -156,11 +156,13 @@ ops::SparseMlaParams Problem::params(Device dev, Tensor o, Tensor lse) const {
   return s;
 }
 
-void brute_force(const Problem& p, std::vector<double>& o, std::vector<double>& lse, std::vector<double>* o_abs) {
+void brute_force(const Problem& p, std::vector<double>& o, std::vector<double>& lse, std::vector<double>* o_abs,
+                 std::vector<double>* s_abs) {
   const auto& f = p.form;
   const int D = ops::kv_cache_d_qk(f.kind);
   o.assign(f.T * f.H * 512, 0.0);
   if (o_abs) o_abs->assign(f.T * f.H * 512, 0.0);
+  if (s_abs) s_abs->assign(f.T * f.H, 0.0);
   lse.assign(f.T * f.H, 0.0);
   for (int64_t t = 0; t < f.T; ++t) {
     std::vector<const float*> rows;
@@ -184,8 +186,14 @@ void brute_force(const Problem& p, std::vector<double>& o, std::vector<double>& 
       std::vector<double> s(rows.size());
       for (size_t j = 0; j < rows.size(); ++j) {
         double acc = 0;
-        for (int d = 0; d < D; ++d) acc += static_cast<double>(bf16_bits_to_f32(qh[d])) * rows[j][d];
+        double acc_abs = 0;
+        for (int d = 0; d < D; ++d) {
+          const double x = static_cast<double>(bf16_bits_to_f32(qh[d])) * rows[j][d];
+          acc += x;
+          acc_abs += std::fabs(x);
+        }
         s[j] = acc * p.scale;
+        if (s_abs) (*s_abs)[t * f.H + h] = std::max((*s_abs)[t * f.H + h], acc_abs * p.scale);
       }
       const double m = *std::max_element(s.begin(), s.end());
       double l = 0;
@@ -212,7 +220,8 @@ std::vector<double> to_double(const Tensor& t0) {
 
 ::testing::AssertionResult close_to(const Tensor& o, const Tensor& lse, const std::vector<double>& o_ref,
                                     const std::vector<double>& lse_ref, double o_atol, double o_rtol, double lse_atol,
-                                    const std::vector<double>* o_abs, double abs_rtol) {
+                                    const std::vector<double>* o_abs, double abs_rtol,
+                                    const std::vector<double>* s_abs, double s_rtol) {
   auto ov = to_double(o), lv = to_double(lse);
   if (ov.size() != o_ref.size() || lv.size() != lse_ref.size()) return ::testing::AssertionFailure() << "size mismatch";
   int bad = 0;
@@ -230,7 +239,8 @@ std::vector<double> to_double(const Tensor& t0) {
     if (std::isinf(lse_ref[i]) && lse_ref[i] < 0)
       ok = std::isinf(lv[i]) && lv[i] < 0;
     else
-      ok = std::isfinite(lv[i]) && std::fabs(lv[i] - lse_ref[i]) <= lse_atol * (1.0 + std::fabs(lse_ref[i]));
+      ok = std::isfinite(lv[i]) && std::fabs(lv[i] - lse_ref[i]) <=
+                                       lse_atol * (1.0 + std::fabs(lse_ref[i])) + (s_abs ? s_rtol * (*s_abs)[i] : 0.0);
     if (!ok && bad++ < 16) fail << "lse[" << i << "] = " << lv[i] << " vs " << lse_ref[i] << "\n";
   }
   if (bad) return fail << bad << " mismatches (max |o err| " << worst << ")";

@@ -53,15 +53,18 @@ Problem make_problem(const Form& f, Rng& rng);
 // o_abs (optional): sum_j w_j |v_j[d]| with the final softmax weights w (sink included), the
 // natural scale of rounding errors in o: a kernel that rounds each weight (bf16 P) or each V
 // value (bf16 K/V for arbitrary scales) by a relative e errs by at most e * o_abs.
+// s_abs (optional): per (token, head) max_j softmax_scale * sum_d |q_d k_j[d]|, the scale of
+// score errors when K is rounded (bf16 unit roundoff 2^-8 => |d lse| <= 2^-8 * s_abs).
 void brute_force(const Problem& p, std::vector<double>& o, std::vector<double>& lse,
-                 std::vector<double>* o_abs = nullptr);
+                 std::vector<double>* o_abs = nullptr, std::vector<double>* s_abs = nullptr);
 
 // Compares o (bf16) / lse (f32) against expected values; o tolerance atol + rtol*|ref|
 // (+ abs_rtol * o_abs[i] when o_abs is given).
 // Reports the first mismatches; NaN never passes; -inf lse must match exactly.
 ::testing::AssertionResult close_to(const Tensor& o, const Tensor& lse, const std::vector<double>& o_ref,
                                     const std::vector<double>& lse_ref, double o_atol, double o_rtol, double lse_atol,
-                                    const std::vector<double>* o_abs = nullptr, double abs_rtol = 0.0);
+                                    const std::vector<double>* o_abs = nullptr, double abs_rtol = 0.0,
+                                    const std::vector<double>* s_abs = nullptr, double s_rtol = 0.0);
 std::vector<double> to_double(const Tensor& t);  // bf16 / f32 host tensor -> double
 
 }  // namespace dsa::test

@@ -41,20 +41,23 @@ Result run_ref(const Problem& p) {
 // scales, also rounds K/V to bf16 (another 2^-8): 2^-7 * o_abs bounds both. Where o is a small
 // difference of large terms a fixed atol is not honest (on the H200, 2026-11-30, atol 2e-3 failed
 // ~0.1% of elements by up to 1.5x with no other sign of error); a wrong key, head or column errs
-// by O(o_abs) and still fails. lse: looser with arbitrary fp32 scales (bf16 K); exact otherwise.
+// by O(o_abs) and still fails. lse: 2e-5 relative with power-of-two scales (K exact in bf16);
+// with arbitrary fp32 scales K is rounded to bf16, so the score of key j may move by up to
+// 2^-8 * scale * sum_d |q_d k_j[d]| (s_abs; measured errors were ~0.004 against a bound ~0.05):
+// loose, but the power-of-two cases and the o check keep catching index and layout errors.
 struct Expected {
   Result ref;
-  std::vector<double> o_abs;
+  std::vector<double> o_abs, s_abs;
 };
 Expected expected(const Problem& p) {
-  Expected e{run_ref(p), {}};
+  Expected e{run_ref(p), {}, {}};
   std::vector<double> o, lse;
-  brute_force(p, o, lse, &e.o_abs);
+  brute_force(p, o, lse, &e.o_abs, &e.s_abs);
   return e;
 }
 ::testing::AssertionResult matches(const Result& got, const Expected& e, bool pow2) {
-  return close_to(got.o, got.lse, to_double(e.ref.o), to_double(e.ref.lse), 1e-3, 2.0 / 128, pow2 ? 2e-5 : 2e-3,
-                  &e.o_abs, 1.0 / 128);
+  return close_to(got.o, got.lse, to_double(e.ref.o), to_double(e.ref.lse), 1e-3, 2.0 / 128, 2e-5, &e.o_abs,
+                  1.0 / 128, &e.s_abs, pow2 ? 0.0 : 1.0 / 256);
 }
 
 std::string describe(const Form& f) {
@@ -85,7 +88,7 @@ TEST(SparseMlaCuda, GlmFormMatchesReference) {
       f.main_k = glm_k_for(T, H);
       if (T == 300 && H > 32) f.main_k = 32;
       f.sink = (i % 3) == 1;
-      f.pow2 = (i % 4) != 3;
+      f.pow2 = (i % 5) != 3;  // arbitrary fp32 scales on a spread of (H, T)
       ++i;
       Problem p = make_problem(f, rng);
       EXPECT_TRUE(matches(run_cuda(p), expected(p), f.pow2)) << describe(f);

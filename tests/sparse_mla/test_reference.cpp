@@ -42,7 +42,8 @@ TEST(SparseMlaReference, SingleKeyGivesItsValue) {
     const float* v = p.main.truth.data() + static_cast<int64_t>(slot) * D;
     for (int h = 0; h < 16; ++h) {
       for (int d = 0; d < 512; ++d)
-        ASSERT_EQ(r.o.data<uint16_t>()[h * 512 + d], f32_to_bf16_bits(v[d])) << "head " << h << " dim " << d;
+        ASSERT_EQ(bf16_bits_to_f32(r.o.data<uint16_t>()[h * 512 + d]), round_to_bf16(v[d]))  // -0 == +0
+            << "head " << h << " dim " << d;
       double s = 0;
       for (int d = 0; d < D; ++d) s += static_cast<double>(bf16_bits_to_f32(p.q.data<uint16_t>()[h * D + d])) * v[d];
       EXPECT_NEAR(r.lse.data<float>()[h], s * p.scale, 1e-5 * (1 + std::fabs(s * p.scale)));  // lse = the one score

@@ -15,13 +15,11 @@
 //    same bf16 tile (V = the first 512 values of the key row), read with ldmatrix.trans.
 // Every key is gathered and dequantized once per CTA and shared by its HPC heads.
 //
-// Pipeline per 32-key tile i (two raw staging buffers, one bf16 tile, a 3-entry slot ring):
-//   wait cp.async(i) (tile i+1 stays in flight); sync A; store the slots of tile i+2 (indices
-//   prefetched into registers one iteration earlier) and prefetch the indices of tile i+3;
-//   dequantize raw(i) -> bf16 tile (fp32 math, e4m3 -> f16x2 hardware conversion, times scale,
-//   round to bf16: exact for power-of-two scales); sync B; issue the cp.async gathers of tile
-//   i+2 (16-byte chunks, L2 only) into the freed buffer, so that each gather has two tiles of
-//   work to hide behind; QK(i); sync C; softmax + PV(i).
+// Pipeline per 32-key tile i (one raw staging buffer, one bf16 tile):
+//   wait cp.async(i); sync A; slots for tile i+1; dequantize raw(i) -> bf16 tile (fp32 math,
+//   e4m3 -> f16x2 hardware conversion, times scale, round to bf16: exact for power-of-two
+//   scales); sync B; issue cp.async gathers of tile i+1 (16-byte chunks, L2 only) so that they
+//   overlap QK(i) + PV(i); QK(i); sync C; softmax + PV(i).
 // Unusable keys (p >= length, index < 0, slot >= num_slots) are never loaded; their bf16 rows are
 // zeroed and their scores set to -inf.
 //
@@ -51,7 +49,7 @@ __device__ __forceinline__ void cp_async8(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_addr(dst)), "l"(src));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -102,10 +100,10 @@ __global__ void __launch_bounds__(HPC / 16 * 4 * 32, 1) sparse_mla_decode_kernel
 
   extern __shared__ __align__(128) uint8_t smem[];
   uint16_t* kbf = reinterpret_cast<uint16_t*>(smem);
-  uint8_t* raw = smem + NK * KROW * 2;  // [2][NK][RAW_STRIDE] ring
-  float* spart = reinterpret_cast<float*>(raw + 2 * NK * G::RAW_STRIDE);
-  int* slot_s = reinterpret_cast<int*>(spart + (HPC / 16) * 4 * 16 * SROW);  // [3][NK] ring
-  int* which_s = slot_s + 3 * NK;                                             // [3][NK] ring
+  uint8_t* raw = smem + NK * KROW * 2;
+  float* spart = reinterpret_cast<float*>(raw + NK * G::RAW_STRIDE);
+  int* slot_s = reinterpret_cast<int*>(spart + (HPC / 16) * 4 * 16 * SROW);  // [2][NK]
+  int* which_s = slot_s + 2 * NK;                                             // [2][NK]
 
   const int t = blockIdx.x;
   const int split = blockIdx.z;
@@ -147,45 +145,34 @@ __global__ void __launch_bounds__(HPC / 16 * 4 * 32, 1) sparse_mla_decode_kernel
   for (int n = 0; n < 16; ++n) oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.f;
   float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
 
-  // Index prefetch: thread k < NK loads entry k of tile `tile` (relative to this split) into a
-  // register one iteration before it is needed, so the global load latency is hidden.
-  // Encoded as list * 2^32 + index (list 0 = main, 1 = extra; index is int32, so main entries
-  // lie in [-2^31, 2^31) and extra entries in [2^31, 3 * 2^31)); INT64_MIN: past the end.
-  auto load_idx = [&](int tile) -> int64_t {
-    int64_t e = INT64_MIN;
-    if (tid < NK && tile < nt) {
-      const int p = (tile0 + tile) * NK + tid;
-      if (p < total) {
-        if (p < len0)
-          e = a.idx[0][static_cast<int64_t>(t) * a.idx_k[0] + p];
-        else
-          e = (static_cast<int64_t>(1) << 32) + a.idx[1][static_cast<int64_t>(t) * a.idx_k[1] + (p - len0)];
-      }
-    }
-    return e;
-  };
-  // Validates a prefetched entry and stores slot / cache id into ring slot `buf`.
-  auto store_slot = [&](int64_t e, int buf) {
+  // Slot of key k of tile `tile` (relative to this split) -> slot_s/which_s[buf].
+  auto compute_slots = [&](int tile, int buf) {
     if (tid < NK) {
+      const int p = (tile0 + tile) * NK + tid;
       int slot = -1, w = 0;
-      if (e != INT64_MIN) {
-        w = e >= (static_cast<int64_t>(1) << 31) ? 1 : 0;
-        const int64_t idx = e - (static_cast<int64_t>(w) << 32);
-        if (idx >= 0 && idx < a.num_slots[w]) slot = static_cast<int>(idx);
+      if (p < total) {
+        int idx;
+        if (p < len0) {
+          idx = a.idx[0][static_cast<int64_t>(t) * a.idx_k[0] + p];
+        } else {
+          w = 1;
+          idx = a.idx[1][static_cast<int64_t>(t) * a.idx_k[1] + (p - len0)];
+        }
+        if (idx >= 0 && idx < a.num_slots[w]) slot = idx;
       }
       slot_s[buf * NK + tid] = slot;
       which_s[buf * NK + tid] = w;
     }
   };
   // Gathers the raw bytes of the usable keys of slot buffer `buf` into the staging tile.
-  auto issue_loads = [&](int buf, uint8_t* raw_dst) {
+  auto issue_loads = [&](int buf) {
     constexpr int CHUNKS = kModel1 ? 37 : 41;  // 16-byte pieces per key (MODEL1: 36 + one 8-byte)
     for (int it = tid; it < NK * CHUNKS; it += NT) {
       const int key = it / CHUNKS, ch = it - key * CHUNKS;
       const int slot = slot_s[buf * NK + key];
       if (slot < 0) continue;
       const int w = which_s[buf * NK + key];
-      uint8_t* dst = raw_dst + key * G::RAW_STRIDE + ch * 16;
+      uint8_t* dst = raw + key * G::RAW_STRIDE + ch * 16;
       if constexpr (!kModel1) {
         dev::cp_async16(dst, a.cache[w] + static_cast<int64_t>(slot) * 656 + ch * 16);
       } else {
@@ -201,31 +188,23 @@ __global__ void __launch_bounds__(HPC / 16 * 4 * 32, 1) sparse_mla_decode_kernel
     dev::cp_async_commit();
   };
 
-  // Prologue: slots of tiles 0 and 1, their gathers in flight, indices of tile 2 prefetched.
-  int64_t pf = 0;
   if (nt > 0) {
-    store_slot(load_idx(0), 0);
-    store_slot(load_idx(1), 1);
+    compute_slots(0, 0);
     __syncthreads();
-    issue_loads(0, raw);
-    if (nt > 1) issue_loads(1, raw + NK * G::RAW_STRIDE);
-    else dev::cp_async_commit();  // keep one group per tile for the wait below
-    pf = load_idx(2);
+    issue_loads(0);
   }
 
   for (int i = 0; i < nt; ++i) {
-    const int buf = i % 3;  // slot ring entry of tile i
-    const uint8_t* rawi = raw + (i & 1) * NK * G::RAW_STRIDE;
-    dev::cp_async_wait_one();  // tile i landed (tile i+1 may still be in flight)
-    __syncthreads();  // A: raw(i) visible; everyone is done with tile i-1
-    store_slot(pf, (i + 2) % 3);
-    pf = load_idx(i + 3);
+    const int buf = i & 1;
+    dev::cp_async_wait_all();
+    __syncthreads();  // A: raw(i) landed for all threads; everyone is done with tile i-1
+    if (i + 1 < nt) compute_slots(i + 1, buf ^ 1);
 
     // Dequantize raw(i) -> bf16 tile.
     for (int it = tid; it < NK * G::ITEMS; it += NT) {
       const int key = it / G::ITEMS, ch = it - key * G::ITEMS;
       uint16_t* dst_row = kbf + key * KROW;
-      const uint8_t* src_row = rawi + key * G::RAW_STRIDE;
+      const uint8_t* src_row = raw + key * G::RAW_STRIDE;
       const bool ok = slot_s[buf * NK + key] >= 0;
       if (ch < G::NOPE_CHUNKS) {
         uint4 o0 = make_uint4(0, 0, 0, 0), o1 = o0;
@@ -252,9 +231,8 @@ __global__ void __launch_bounds__(HPC / 16 * 4 * 32, 1) sparse_mla_decode_kernel
         *reinterpret_cast<uint4*>(dst_row + G::NOPE_CHUNKS * 16 + r * 8) = v;
       }
     }
-    __syncthreads();  // B: bf16 tile ready, raw(i) buffer free, slots of tile i+2 visible
-    if (i + 2 < nt) issue_loads((i + 2) % 3, raw + (i & 1) * NK * G::RAW_STRIDE);
-    else dev::cp_async_commit();  // empty group: one group per iteration
+    __syncthreads();  // B: bf16 tile ready, raw buffer free
+    if (i + 1 < nt) issue_loads(buf ^ 1);
 
     // QK over this warp's quarter of d_qk: S[16 heads][32 keys].
     float sacc[4][4];

@@ -44,14 +44,14 @@ using DsMlaGeom = LayoutGeom<576, 32, 8, 656, 528>;
 // MODEL1: raw row = 576 bytes token data (448 e4m3 | 64 bf16 rope) + 8 scale bytes, padded to 592.
 using Model1Geom = LayoutGeom<512, 28, 8, 592, 448>;
 
-constexpr int spart_row() { return kKeysPerTile + 4; }  // fp32 row stride of the score partials
+constexpr int spart_row() { return kKeysPerTile + 8; }  // fp32 row stride of the score partials
 
 template <class G>
 constexpr int smem_bytes(int hpc) {
   return kKeysPerTile * G::KROW * 2                   // bf16 key tile
-         + 2 * kKeysPerTile * G::RAW_STRIDE           // raw fp8 staging tiles (double-buffered)
+         + kKeysPerTile * G::RAW_STRIDE               // raw fp8 staging tile
          + (hpc / 16) * 4 * 16 * spart_row() * 4      // QK partial sums per (head group, quarter)
-         + 3 * 2 * kKeysPerTile * 4;                  // slot + cache id, 3-entry ring
+         + 2 * 2 * kKeysPerTile * 4;                  // slot + cache id, double-buffered
 }
 // The largest dynamic shared memory any launcher of this backend requests (CI check uses it).
 constexpr int kMaxDynamicSmem = smem_bytes<DsMlaGeom>(32);
