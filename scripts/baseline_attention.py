@@ -197,7 +197,7 @@ def main():
             print(f"{r['name']:<40} {r['us']:10.1f} {d['us']:10.2f} {r['speedup']:8.1f} {best:10.2f}")
         else:
             print(f"{r['name']:<40} {r['us']:10.1f} {'-':>10} {'-':>8}")
-    meta = dict(date=datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"), device=torch.cuda.get_device_name(dev),
+    meta = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), device=torch.cuda.get_device_name(dev),
                 torch=torch.__version__)
     with open(os.path.join(args.out, "baseline_attention.json"), "w") as f:
         json.dump(dict(bench="baseline_attention", meta=meta, rows=rows), f, indent=2)

@@ -125,8 +125,11 @@ SparseMlaTactic sparse_mla_default_tactic(const SparseMlaParams& p, int sm_count
   t.heads_per_cta = p.heads() >= 32 ? 32 : 16;
   const int64_t ctas = p.tokens() * (p.heads() / t.heads_per_cta);
   const int64_t tiles = (total_keys(p) + kKeysPerTile - 1) / kKeysPerTile;
-  // Aim at about two CTAs per SM, keeping at least 2 key tiles per split.
-  int64_t want = (2 * std::max(sm_count, 1) + ctas - 1) / ctas;
+  // Aim at about one CTA per SM (one fits per SM: registers), keeping at least 2 key tiles per
+  // split. On the H200 (2026-11-30 sweep, docs/perf/attention-2026-11-30.md) this picks the
+  // fastest split count of every benchmark shape with T >= 8; at T = 1 the tuner can still gain
+  // up to 15% (e.g. 16 heads per CTA for V4-Flash).
+  int64_t want = (std::max(sm_count, 1) + ctas - 1) / ctas;
   int64_t cap = std::max<int64_t>(1, tiles / 2);
   int s = 1;
   while (s * 2 <= std::min<int64_t>(want, std::min<int64_t>(cap, 32))) s *= 2;
