@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-${DSA_BUILD_DIR:-build}}
-limit=101376
+limit=${DSA_SMEM_LIMIT:-101376}  # override only to test this script
 objdir="$build/src/CMakeFiles/dsa.dir/dsa/ops"
 mapfile -t objs < <(find "$objdir/sparse_mla" "$objdir/sparse_index" -name '*.cu.o' 2>/dev/null | sort)
 [ ${#objs[@]} -gt 0 ] || { echo "check_sm120: no CUDA objects of sparse_mla under $objdir (build with CUDA first)"; exit 1; }
@@ -20,12 +20,13 @@ mapfile -t objs < <(find "$objdir/sparse_mla" "$objdir/sparse_index" -name '*.cu
 find_tool() {  # prints the path of cuobjdump, or nothing
   if [ -n "${CUOBJDUMP:-}" ] && [ -x "$CUOBJDUMP" ]; then echo "$CUOBJDUMP"; return; fi
   for c in "$(command -v cuobjdump || true)" /usr/local/cuda/bin/cuobjdump "$build/.cuobjdump/nvidia/cu13/bin/cuobjdump"; do
-    [ -n "$c" ] && [ -x "$c" ] && { echo "$c"; return; }
+    if [ -n "$c" ] && [ -x "$c" ]; then echo "$c"; return 0; fi
   done
+  return 0
 }
 tool=$(find_tool)
 if [ -z "$tool" ] || ! PATH="$(dirname "$tool"):$PATH" command -v nvdisasm >/dev/null; then
-  if [ "${DSA_NO_FETCH:-0}" != 1 ] && command -v pip >/dev/null || command -v pip3 >/dev/null; then
+  if [ "${DSA_NO_FETCH:-0}" != 1 ] && { command -v pip >/dev/null || command -v pip3 >/dev/null; }; then
     pipc=$(command -v pip || command -v pip3)
     tmp="$build/.cuobjdump/whl"
     mkdir -p "$tmp"
