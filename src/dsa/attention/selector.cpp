@@ -55,7 +55,9 @@ Selection evaluate_attention_backends(const AttentionQuery& q, const SelectOptio
   if (!forced.empty()) return evaluate_forced(q, forced, source, registry);
 
   Selection s;
-  for (const std::string& name : attention_backend_priority(q.capability)) {
+  const std::vector<std::string> order =
+      opt.candidates.empty() ? attention_backend_priority(q.capability) : opt.candidates;
+  for (const std::string& name : order) {
     const AttentionBackend* b = registry.find(name);
     if (!b) {
       s.rejected.push_back({name, {"not registered"}});

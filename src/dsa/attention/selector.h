@@ -18,6 +18,7 @@ struct SelectOptions {
   std::string forced_source = "--attention-backend";
   bool read_env = true;                       // when `forced` is empty, honour DSA_ATTENTION_BACKEND
   bool log = true;                            // log the choice and the other valid backends
+  std::vector<std::string> candidates;        // replaces the platform's priority list when non-empty
 };
 
 struct Rejection {
