@@ -87,8 +87,9 @@ void ModelConfig::validate() const {
               "must be 0 (sliding), 4 (CSA) or 128 (HCA)");
     }
     require(sliding_window > 0, c, "sliding_window", sliding_window, "must be > 0");
-    require(o_groups > 0 && num_heads % o_groups == 0, c, "o_groups", o_groups,
-            fmt::format("must divide num_attention_heads ({})", num_heads));
+    // The grouped output projection splits the concatenated heads [H * head_dim] into o_groups.
+    require(o_groups > 0 && (num_heads * head_dim) % o_groups == 0, c, "o_groups", o_groups,
+            fmt::format("must divide num_attention_heads * head_dim ({})", num_heads * head_dim));
     require(o_lora_rank > 0, c, "o_lora_rank", o_lora_rank, "must be > 0");
     require(hc_mult > 0, c, "hc_mult", hc_mult, "must be > 0");
     require(hc_sinkhorn_iters > 0, c, "hc_sinkhorn_iters", hc_sinkhorn_iters, "must be > 0");
