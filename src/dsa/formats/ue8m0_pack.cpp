@@ -48,9 +48,11 @@ cuda::Ue8m0PackArgs base_args(const Tensor& sf, const Tensor& out, void* stream)
 }
 #endif
 
+#ifndef DSA_WITH_CUDA
 [[noreturn]] void no_cuda(std::string_view op, const Tensor& t) {
   fail("{}: tensors are on {} but this dsa build has no CUDA", op, t.device().str());
 }
+#endif
 
 }  // namespace
 
