@@ -128,3 +128,16 @@ TEST(DsaSelectCli, UserErrors) {
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.out.find("unknown kv-cache dtype 'fp16'"), std::string::npos) << r.out;
 }
+
+TEST(DsaSelectCli, InfoListsAttentionBackends) {
+  REQUIRE_DSA_BINARY();
+  CliRun r = run("info --json", false);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["attention_backends"].size(), 2u);
+  EXPECT_EQ(j["attention_backends"][0]["name"], "cpu_reference");
+  EXPECT_EQ(j["attention_backends"][1]["name"], "cuda_sparse_mla");
+  EXPECT_EQ(j["attention_backends"][1]["page_sizes"], "powers of two 1..256");
+  EXPECT_EQ(j["attention_priority"]["12.0"], nlohmann::json::array({"cuda_sparse_mla"}));
+  EXPECT_EQ(j["attention_priority"]["cpu"], nlohmann::json::array({"cpu_reference"}));
+}
