@@ -24,10 +24,10 @@ std::string dsa_binary() {
   return std::filesystem::exists(p) ? p.string() : "";
 }
 
-CliRun run(const std::string& args, bool merge_stderr = true) {
+CliRun run(const std::string& args, bool merge_stderr = true, const std::string& env = "") {
   CliRun r;
   // The environment must not force a backend or a capability behind the test's back.
-  std::string cmd = "env -u DSA_ATTENTION_BACKEND -u DSA_DEVICE_CAPABILITY " + dsa_binary() + " " + args +
+  std::string cmd = "env -u DSA_ATTENTION_BACKEND -u DSA_DEVICE_CAPABILITY " + env + " " + dsa_binary() + " " + args +
                     (merge_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* f = popen(cmd.c_str(), "r");
   if (!f) return r;
@@ -140,4 +140,21 @@ TEST(DsaSelectCli, InfoListsAttentionBackends) {
   EXPECT_EQ(j["attention_backends"][1]["page_sizes"], "powers of two 1..256");
   EXPECT_EQ(j["attention_priority"]["12.0"], nlohmann::json::array({"cuda_sparse_mla"}));
   EXPECT_EQ(j["attention_priority"]["cpu"], nlohmann::json::array({"cpu_reference"}));
+}
+
+TEST(DsaSelectCli, CapabilityOverrideAndEnvBackend) {
+  REQUIRE_DSA_BINARY();
+  CliRun r = run("select --model glm-5.1 --json", false, "DSA_DEVICE_CAPABILITY=12.0");
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["platform"], "cuda sm_120");
+  EXPECT_EQ(j["capability_source"], "DSA_DEVICE_CAPABILITY=12.0");
+  // --capability wins over the override.
+  r = run("select --model glm-5.1 --capability none --json", false, "DSA_DEVICE_CAPABILITY=12.0");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["platform"], "cpu");
+  r = run("select --model glm-5.1 --capability none", true, "DSA_ATTENTION_BACKEND=cuda_sparse_mla");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("Attention backend cuda_sparse_mla (forced by DSA_ATTENTION_BACKEND) is not valid for cpu"),
+            std::string::npos)
+      << r.out;
 }
