@@ -188,7 +188,8 @@ void print_text(const model::ModelConfig& m, const Platform& p, const SelectArgs
                     unit.c_str(), c.page_bytes, c.bytes_per_entry, use.c_str(),
                     c.spec.attention_read ? "" : " [indexer]");
       }
-      std::printf("  per layer: %.2f B per context token (beyond the window)\n", lp.bytes_per_token);
+      std::printf("  per layer: %.2f B per context token%s\n", lp.bytes_per_token,
+                  lp.spec.window > 0 ? " (beyond the window)" : "");
     } else {
       std::printf("  backend: NONE\n  %s\n", lp.selection.error.c_str());
     }
@@ -197,9 +198,14 @@ void print_text(const model::ModelConfig& m, const Platform& p, const SelectArgs
     for (const auto& r : non_candidates(lp))
       std::printf("  not a candidate here %s: %s\n", r.backend.c_str(), reasons_text(r.reasons).c_str());
   }
-  bool ok = true;
-  for (const auto& lp : plans) ok &= lp.selection.backend != nullptr;
-  if (ok) std::printf("\nKV cache, all layers: %.2f B per context token (beyond the sliding windows)\n", total);
+  bool ok = true, windowed = false;
+  for (const auto& lp : plans) {
+    ok &= lp.selection.backend != nullptr;
+    windowed |= lp.spec.window > 0;
+  }
+  if (ok)
+    std::printf("\nKV cache, all layers: %.2f B per context token%s\n", total,
+                windowed ? " (beyond the sliding windows)" : "");
 }
 
 void run_select(const SelectArgs& in) {
