@@ -195,6 +195,16 @@ TEST(SparseMlaReference, TacticsListAndDefault) {
   EXPECT_EQ(d.heads_per_cta, 32);
   EXPECT_GT(d.splits, 1);  // 2 tokens x 2 head blocks is far below 132 SMs
   EXPECT_NE(std::find(tactics.begin(), tactics.end(), d), tactics.end());
+
+  // Prefill-sized T: splits whose workspace would pass 1 GiB are not offered.
+  ops::SparseMlaParams b = s;
+  b.q = Tensor::empty({4096, 64, 576}, DType::BF16);
+  b.main.indices = Tensor::empty({4096, 2048}, DType::I32);
+  b.o = Tensor::empty({4096, 64, 512}, DType::BF16);
+  b.lse = Tensor::empty({4096, 64}, DType::F32);
+  // 4096 x 64 x 2 splits x 513 floats = 1.0002 GiB: already over.
+  for (const auto& t : ops::sparse_mla_tactics(b)) EXPECT_EQ(t.splits, 1) << t.name();
+  EXPECT_EQ(ops::sparse_mla_default_tactic(b, 132).splits, 1);
 }
 
 }  // namespace

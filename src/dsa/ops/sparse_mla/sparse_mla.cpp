@@ -107,6 +107,12 @@ constexpr int kKeysPerTile = 32;  // keys per pipeline stage of the CUDA kernel
 int64_t total_keys(const SparseMlaParams& p) {
   return p.main.indices.size(1) + (p.extra ? p.extra->indices.size(1) : 0);
 }
+// Split partials take T * H * splits * 2 KB of device workspace; splits whose workspace would
+// exceed 1 GiB are not offered (they only pay off at small T anyway).
+constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 30;
+bool workspace_ok(const SparseMlaParams& p, int splits) {
+  return splits == 1 || p.tokens() * p.heads() * splits * (kSparseMlaDv + 1) * 4 <= kMaxWorkspaceBytes;
+}
 }  // namespace
 
 std::vector<SparseMlaTactic> sparse_mla_tactics(const SparseMlaParams& p) {
@@ -115,7 +121,7 @@ std::vector<SparseMlaTactic> sparse_mla_tactics(const SparseMlaParams& p) {
   for (int hpc : {16, 32}) {
     if (p.heads() % hpc != 0) continue;
     for (int s : {1, 2, 4, 8, 16, 32})
-      if (s == 1 || s <= tiles) out.push_back({hpc, s});
+      if (s == 1 || (s <= tiles && workspace_ok(p, s))) out.push_back({hpc, s});
   }
   return out;
 }
@@ -132,7 +138,7 @@ SparseMlaTactic sparse_mla_default_tactic(const SparseMlaParams& p, int sm_count
   int64_t want = (std::max(sm_count, 1) + ctas - 1) / ctas;
   int64_t cap = std::max<int64_t>(1, tiles / 2);
   int s = 1;
-  while (s * 2 <= std::min<int64_t>(want, std::min<int64_t>(cap, 32))) s *= 2;
+  while (s * 2 <= std::min<int64_t>(want, std::min<int64_t>(cap, 32)) && workspace_ok(p, s * 2)) s *= 2;
   t.splits = s;
   return t;
 }

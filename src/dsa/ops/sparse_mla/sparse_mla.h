@@ -83,7 +83,9 @@ struct SparseMlaTactic {
   bool operator==(const SparseMlaTactic&) const = default;
 };
 
-// Tactics valid for these params (index in the vector = tactic id for sparse_mla_decode).
+// Tactics valid for these params (index in the vector = tactic id for sparse_mla_decode):
+// heads_per_cta dividing H, splits in {1, 2, 4, ..., 32} up to the number of 32-key tiles and
+// with at most 1 GiB of split workspace (T * H * splits * 2 KB).
 std::vector<SparseMlaTactic> sparse_mla_tactics(const SparseMlaParams& p);
 // The tactic used for tactic id -1 (always valid): heuristic on T, H, key count and SM count.
 SparseMlaTactic sparse_mla_default_tactic(const SparseMlaParams& p, int sm_count);
