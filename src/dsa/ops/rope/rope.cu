@@ -1,0 +1,62 @@
+// Interleaved RoPE in place (rope.h). One warp per (token, head) row; lane l handles pairs
+// l, l+32, l+64, l+96 (rope_dim <= 256). Every lane reads all its pairs before a __syncwarp and
+// only then writes, so the de-interleaved write order (which moves values across lanes) is safe
+// in place. The angle is the fp32 product float(pos) * inv_freq[i] rounded without FMA
+// contraction (__fmul_rn), exactly as the CPU reference forms it; sincosf is the full-precision
+// version (no fast math). inv_freq travels in the kernel parameters (<= 512 B).
+// Launch: 8 warps (256 threads) per CTA, grid = ceil(tokens * heads / 8).
+#include "dsa/core/cuda_check.h"
+#include "dsa/ops/norm/cuda_elem.cuh"
+#include "dsa/ops/rope/rope_cuda.h"
+
+namespace dsa::ops::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kPairsPerLane = kRopeMaxPairs / 32;
+
+__global__ void rope_kernel(const __grid_constant__ RopeArgs a) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= a.tokens * a.heads) return;  // whole warp exits together
+  const int64_t t = row / a.heads, h = row % a.heads;
+  const int64_t pos = a.positions_i64 ? static_cast<const int64_t*>(a.positions)[t]
+                                      : static_cast<const int32_t*>(a.positions)[t];
+  const int64_t base = t * a.token_stride + h * a.head_stride;  // elements; a.x points at the slice start
+  float y0[kPairsPerLane], y1[kPairsPerLane];
+  for (int j = 0; j < kPairsPerLane; ++j) {
+    const int i = lane + 32 * j;
+    if (i >= a.pairs) break;
+    const float angle = __fmul_rn(static_cast<float>(pos), a.inv_freq[i]);
+    float s, c;
+    sincosf(angle, &s, &c);
+    c *= a.attention_factor;
+    s *= a.attention_factor;
+    if (a.inverse) s = -s;
+    const float x0 = ld(a.x, a.dtype, base + 2 * i), x1 = ld(a.x, a.dtype, base + 2 * i + 1);
+    y0[j] = x0 * c - x1 * s;
+    y1[j] = x1 * c + x0 * s;
+  }
+  __syncwarp();
+  for (int j = 0; j < kPairsPerLane; ++j) {
+    const int i = lane + 32 * j;
+    if (i >= a.pairs) break;
+    const int64_t o0 = a.deinterleave_out ? i : 2 * i, o1 = a.deinterleave_out ? a.pairs + i : 2 * i + 1;
+    st(a.x, a.dtype, base + o0, y0[j]);
+    st(a.x, a.dtype, base + o1, y1[j]);
+  }
+}
+
+}  // namespace
+
+void rope(const RopeArgs& a) {
+  DSA_CHECK(a.pairs >= 1 && a.pairs <= kRopeMaxPairs, "rope: {} pairs, supported 1..{}", a.pairs, kRopeMaxPairs);
+  const int64_t rows = a.tokens * a.heads;
+  if (rows == 0) return;
+  const int64_t blocks = (rows + kWarps - 1) / kWarps;
+  DSA_CHECK(blocks <= 0x7fffffffLL, "rope: {} rows exceed the grid limit", rows);
+  rope_kernel<<<static_cast<unsigned>(blocks), kWarps * 32>>>(a);
+  DSA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsa::ops::cuda
