@@ -118,12 +118,22 @@ def compressor_case(cfg):
         out["csa"]["entries"] = lst(ckv)
         # indexer: its compressed keys, raw q (before RoPE), raw weights, and its top-k
         idx = csa.indexer
+        captured = {}
+        scorer_forward = idx.scorer.forward
+
+        def capture(q, compressed_kv, hidden_states):  # record the scorer's inputs and output
+            captured["keys"] = compressed_kv
+            captured["scores"] = scorer_forward(q, compressed_kv, hidden_states)
+            return captured["scores"]
+
+        idx.scorer.forward = capture
         top = idx(h, q_res, pos, None, 0)
         # recompute the scores to make sure the golden top-k has no ties
         n = S // idx.compress_rate
         out["idx"].update({
             "n_heads": idx.num_heads, "topk": idx.index_topk, "q": lst(idx.q_b_proj(q_res)),
             "weights": lst(idx.scorer.weights_proj(h)), "top": top[0].tolist(), "entries_count": n,
+            "entries": lst(captured["keys"]), "scores": lst(captured["scores"]),
         })
     save("v4_compressor.json", out)
 

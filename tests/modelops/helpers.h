@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/testing.h"
+#include "dsa/core/device.h"
 #include "dsa/ops/norm/elem.h"
 
 namespace dsa::test {

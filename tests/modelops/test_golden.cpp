@@ -40,19 +40,25 @@ Tensor positions(const json& v) {
 
 // Expected top-k rows: transformers pads with -1 (V4) or fills invalid picks with arbitrary
 // future entries (GLM, mask-based): compare the first min(k, visible) entries, and for V4 the -1s.
+// Where transformers' scores tie (relu makes exact zeros common), torch.topk's order among the
+// tied entries is unspecified; dsa takes the lower index first. `scores` ([T][N] golden scores,
+// may be empty) lets a slot pass when both picks have the same golden score.
 void expect_topk(const Tensor& idx, const json& golden, const std::vector<int64_t>& visible, bool compare_padding,
-                 const std::string& what) {
+                 const std::string& what, const std::vector<float>& scores = {}, int64_t N = 0) {
   const int64_t T = idx.size(0), K = idx.size(1);
   for (int64_t t = 0; t < T; ++t) {
     const std::vector<int64_t> want = golden[t].get<std::vector<int64_t>>();
     const int64_t valid = std::min<int64_t>(visible[t], K);
     for (int64_t i = 0; i < K; ++i) {
       const int32_t got = idx.data<int32_t>()[t * K + i];
-      if (i < valid)
+      if (i < valid) {
+        if (got != want[i] && !scores.empty() && got >= 0 && scores[t * N + got] == scores[t * N + want[i]]) continue;
         EXPECT_EQ(got, want[i]) << what << " token " << t << " slot " << i;
-      else {
+      } else {
         EXPECT_EQ(got, -1) << what << " token " << t << " slot " << i;
-        if (compare_padding && i < static_cast<int64_t>(want.size())) EXPECT_EQ(want[i], -1);
+        if (compare_padding && i < static_cast<int64_t>(want.size())) {
+          EXPECT_EQ(want[i], -1);
+        }
       }
     }
   }
@@ -79,7 +85,8 @@ TEST(ModelopsGolden, V4RopeMainAndCompress) {
       apply_rope(x2, pos.slice(0, 0, 3), cfg, RopeParams{D - 64, inverse});
       std::vector<float> want = vec(g[std::string(kind) + (inverse ? "_inverse" : "_rotated")]);
       want.resize(static_cast<size_t>(3 * H * D));
-      expect_close(values(x2), want, 2e-6, 2e-6, std::string(kind) + " positions < 2000");
+      // angle error <= pos * ulp(inv_freq) ~ 1000 * 6e-8
+      expect_close(values(x2), want, 2e-4, 1e-5, std::string(kind) + " positions <= 1000");
     }
   }
 }
@@ -129,8 +136,7 @@ TEST(ModelopsGolden, V4CompressorsAndIndexer) {
         r2 = compressor_forward(cfg, st, kv.slice(0, split, S), sc.slice(0, split, S), ape, nw,
                                 out.slice(0, r1.count, n));
       EXPECT_EQ(r1.count + r2.count, n);
-      if (name != std::string("idx"))
-        expect_close(values(out), vec(c["entries"]), 2e-5, 2e-5, fmt::format("{} entries, split {}", name, split));
+      expect_close(values(out), vec(c["entries"]), 2e-5, 2e-5, fmt::format("{} entries, split {}", name, split));
       entries[name] = out;
     }
   }
@@ -141,12 +147,18 @@ TEST(ModelopsGolden, V4CompressorsAndIndexer) {
   Tensor q = tensor(c["q"], {S, H, D});
   Tensor pos = positions(g["positions"]);
   apply_rope(q, pos, RopeConfig::v4_compress(), RopeParams{D - 64});
-  Tensor idx = Tensor::empty({S, K}, DType::I32);
+  const int64_t N = c["entries_count"].get<int64_t>(), m = c["ratio"].get<int64_t>();
+  Tensor idx = Tensor::empty({S, K}, DType::I32), scores = Tensor::empty({S, N}, DType::F32);
   poison(idx);
-  indexer_topk(q, entries["idx"], tensor(c["weights"], {S, H}), pos, IndexerParams::v4(K, H, D, c["ratio"].get<int64_t>()), idx);
+  indexer_topk(q, entries["idx"], tensor(c["weights"], {S, H}), pos, IndexerParams::v4(K, H, D, m), idx, scores);
+  std::vector<float> golden_scores = vec(c["scores"]), ours = values(scores);
   std::vector<int64_t> visible;
-  for (int64_t t = 0; t < S; ++t) visible.push_back((t + 1) / c["ratio"].get<int64_t>());
-  expect_topk(idx, c["top"], visible, true, "v4 indexer");
+  for (int64_t t = 0; t < S; ++t) {
+    visible.push_back((t + 1) / m);
+    for (int64_t e = 0; e < visible.back(); ++e)  // transformers scores every entry; only visible ones matter
+      EXPECT_NEAR(ours[t * N + e], golden_scores[t * N + e], 2e-5) << "score token " << t << " entry " << e;
+  }
+  expect_topk(idx, c["top"], visible, true, "v4 indexer", golden_scores, N);
 }
 
 TEST(ModelopsGolden, GlmIndexer) {

@@ -21,24 +21,48 @@ struct PreOut {
 };
 }  // namespace
 
+namespace {
+// Largest |row sum - 1| and |column sum - 1| of a 4x4 comb.
+std::pair<float, float> stochastic_error(const float* comb) {
+  float re = 0, ce = 0;
+  for (int i = 0; i < 4; ++i) {
+    float rs = 0, cs = 0;
+    for (int j = 0; j < 4; ++j) rs += comb[i * 4 + j], cs += comb[j * 4 + i];
+    re = std::max(re, std::abs(rs - 1)), ce = std::max(ce, std::abs(cs - 1));
+  }
+  return {re, ce};
+}
+}  // namespace
+
 TEST(ModelopsMhc, SinkhornIsDoublyStochastic) {
   Rng rng;
-  for (int trial = 0; trial < 50; ++trial) {
-    float mix[24], scale[3] = {rng.uniform(0.1f, 3.f), rng.uniform(0.1f, 3.f), rng.uniform(0.1f, 8.f)}, base[24];
-    for (int i = 0; i < 24; ++i) mix[i] = rng.normal(0, 3), base[i] = rng.normal(0, 1);
+  for (int trial = 0; trial < 100; ++trial) {
+    // moderate logits (|scale2 * mix| of a few units): 20 iterations converge
+    float mix[24], scale[3] = {rng.uniform(0.1f, 3.f), rng.uniform(0.1f, 3.f), rng.uniform(0.1f, 1.f)}, base[24];
+    for (int i = 0; i < 24; ++i) mix[i] = rng.normal(0, 1), base[i] = rng.normal(0, 1);
     float pre[4], post[4], comb[16];
     mhc_split_sinkhorn(mix, scale, base, 4, 20, 1e-6f, pre, post, comb);
+    auto [re, ce] = stochastic_error(comb);
+    EXPECT_LT(ce, 1e-5f);  // the last step normalises columns
+    EXPECT_LT(re, 2e-2f);  // 20 iterations: rows within a few 1e-3 typically
+    float many[16];
+    mhc_split_sinkhorn(mix, scale, base, 4, 500, 1e-6f, pre, post, many);
+    EXPECT_LT(stochastic_error(many).first, 1e-4f);  // converges with more iterations
     for (int i = 0; i < 4; ++i) {
-      float rs = 0, cs = 0;
-      for (int j = 0; j < 4; ++j) rs += comb[i * 4 + j], cs += comb[j * 4 + i];
-      EXPECT_NEAR(cs, 1.f, 1e-5) << "column " << i;  // the last step normalises columns
-      EXPECT_NEAR(rs, 1.f, 2e-3) << "row " << i;
       EXPECT_GT(pre[i], 0.f);
       EXPECT_LT(pre[i], 1.f + 2e-6f);
       EXPECT_GE(post[i], 0.f);
       EXPECT_LE(post[i], 2.f);
     }
     for (float c : comb) EXPECT_GE(c, 0.f);
+    // peaked logits converge slower: 20 fixed iterations (the model's choice) leave row errors of
+    // a few percent; more iterations shrink them.
+    for (int i = 0; i < 24; ++i) mix[i] = rng.normal(0, 3);
+    scale[2] = 8.f;
+    mhc_split_sinkhorn(mix, scale, base, 4, 20, 1e-6f, pre, post, comb);
+    const float re20 = stochastic_error(comb).first;
+    mhc_split_sinkhorn(mix, scale, base, 4, 2000, 1e-6f, pre, post, comb);
+    EXPECT_LE(stochastic_error(comb).first, re20 + 1e-6f);
   }
 }
 
