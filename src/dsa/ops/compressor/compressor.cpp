@@ -5,6 +5,11 @@
 #include <vector>
 
 #include "dsa/ops/norm/elem.h"
+#ifdef DSA_WITH_CUDA
+#include "dsa/ops/compressor/compressor_cuda.h"
+#include "dsa/ops/norm/norm_cuda.h"
+#include "dsa/ops/rope/rope_cuda.h"
+#endif
 
 namespace dsa::ops {
 
@@ -27,22 +32,25 @@ void CompressorConfig::validate() const {
   DSA_CHECK(rope.rope_dim <= head_dim, "CompressorConfig: rope_dim {} exceeds head_dim {}", rope.rope_dim, head_dim);
 }
 
-CompressorState CompressorState::create(const CompressorConfig& cfg) {
+CompressorState CompressorState::create(const CompressorConfig& cfg, Device dev) {
   cfg.validate();
   CompressorState s;
-  s.kv = Tensor::empty({cfg.coff() * cfg.ratio, cfg.width()}, DType::F32);
-  s.score = Tensor::empty({cfg.coff() * cfg.ratio, cfg.width()}, DType::F32);
+  s.kv = Tensor::empty({cfg.coff() * cfg.ratio, cfg.width()}, DType::F32, dev);
+  s.score = Tensor::empty({cfg.coff() * cfg.ratio, cfg.width()}, DType::F32, dev);
   s.reset();
   return s;
 }
 
 void CompressorState::reset() {
   next_pos = 0;
-  const int64_t n = kv.numel();
-  for (int64_t i = 0; i < n; ++i) {
-    kv.data<float>()[i] = 0.f;
-    score.data<float>()[i] = -std::numeric_limits<float>::infinity();
+  DSA_CHECK(kv.defined() && score.defined(), "CompressorState::reset: state was not created");
+  Tensor hk = Tensor::empty(kv.shape(), DType::F32), hs = Tensor::empty(score.shape(), DType::F32);
+  for (int64_t i = 0; i < hk.numel(); ++i) {
+    hk.data<float>()[i] = 0.f;
+    hs.data<float>()[i] = -std::numeric_limits<float>::infinity();
   }
+  kv.copy_from(hk);
+  score.copy_from(hs);
 }
 
 int64_t compressor_entries_emitted(const CompressorConfig& cfg, int64_t start_pos, int64_t tokens) {
@@ -53,10 +61,10 @@ int64_t compressor_entries_emitted(const CompressorConfig& cfg, int64_t start_po
 
 namespace {
 
-void check_input(const char* name, const Tensor& t, const Shape& shape, bool f32_only) {
+void check_input(const char* name, const Tensor& t, const Shape& shape, bool f32_only, const Device& dev) {
   DSA_CHECK(t.defined(), "compressor_forward: {} is undefined", name);
-  DSA_CHECK(!t.device().is_cuda(), "compressor_forward: {} is on {}; only the CPU reference exists", name,
-            t.device().str());
+  DSA_CHECK(t.device() == dev, "compressor_forward: {} is on {} but the state is on {}", name, t.device().str(),
+            dev.str());
   if (f32_only)
     DSA_CHECK(t.dtype() == DType::F32, "compressor_forward: {} must be f32, got {}", name, dtype_name(t.dtype()));
   else
@@ -117,19 +125,78 @@ CompressorResult compressor_forward(const CompressorConfig& cfg, CompressorState
   DSA_CHECK(kv.defined() && kv.dim() == 2, "compressor_forward: kv must be [T][{}], got {}", W,
             kv.defined() ? kv.str() : "undefined");
   const int64_t T = kv.size(0);
-  check_input("kv", kv, {T, W}, false);
-  check_input("score", score, {T, W}, false);
-  check_input("ape", ape, {m, W}, true);
-  check_input("norm_weight", norm_weight, {d}, false);
+  const Device dev = state.kv.device();
+  DSA_CHECK(state.score.device() == dev, "compressor_forward: state kv and score on different devices");
+  check_input("kv", kv, {T, W}, false, dev);
+  check_input("score", score, {T, W}, false, dev);
+  check_input("ape", ape, {m, W}, true, dev);
+  check_input("norm_weight", norm_weight, {d}, false, dev);
   const int64_t emitted = compressor_entries_emitted(cfg, state.next_pos, T);
   DSA_CHECK(entries_out.defined() && entries_out.dim() == 2 && entries_out.size(1) == d &&
                 entries_out.size(0) >= emitted,
             "compressor_forward: entries_out must be [>= {}][{}], got {}", emitted, d,
             entries_out.defined() ? entries_out.str() : "undefined");
-  check_input("entries_out", entries_out, entries_out.shape(), false);
+  check_input("entries_out", entries_out, entries_out.shape(), false, dev);
 
   CompressorResult res;
   res.first_entry = state.next_pos / m;  // windows closed before next_pos
+  if (dev.is_cuda()) {
+#ifdef DSA_WITH_CUDA
+    res.count = emitted;
+    // Pool into an f32 buffer (entries_out itself when it is f32), then RMSNorm into
+    // entries_out, then RoPE in place at positions (first_entry + i) * m.
+    Tensor pooled = entries_out.dtype() == DType::F32 ? entries_out : Tensor::empty({emitted, d}, DType::F32, dev);
+    cuda::CompressorPoolArgs pa{};
+    pa.kv = kv.raw();
+    pa.score = score.raw();
+    pa.kv_dtype = kv.dtype();
+    pa.score_dtype = score.dtype();
+    pa.ape = ape.data<float>();
+    pa.state_kv = state.kv.data<float>();
+    pa.state_score = state.score.data<float>();
+    pa.pooled = pooled.data<float>();
+    pa.tokens = T;
+    pa.start_pos = state.next_pos;
+    pa.ratio = m;
+    pa.head_dim = d;
+    pa.overlap = cfg.overlap;
+    cuda::compressor_pool(pa);
+    state.next_pos += T;
+    if (emitted == 0) return res;
+    cuda::RowNormArgs na{};
+    na.x = pooled.raw();
+    na.out = entries_out.raw();
+    na.weight = norm_weight.raw();
+    na.rows = emitted;
+    na.cols = d;
+    na.x_row_stride = d;
+    na.out_row_stride = d;
+    na.x_dtype = DType::F32;
+    na.out_dtype = entries_out.dtype();
+    na.weight_dtype = norm_weight.dtype();
+    na.bias_dtype = DType::F32;
+    na.eps = cfg.norm_eps;
+    cuda::row_norm(na);
+    cuda::RopeArgs ra{};
+    ra.x = static_cast<char*>(entries_out.raw()) + (d - cfg.rope.rope_dim) * static_cast<int64_t>(dtype_size(entries_out.dtype()));
+    ra.positions = nullptr;
+    ra.pos_base = res.first_entry * m;
+    ra.pos_step = m;
+    ra.dtype = entries_out.dtype();
+    ra.tokens = emitted;
+    ra.heads = 1;
+    ra.token_stride = d;
+    ra.offset = d - cfg.rope.rope_dim;
+    ra.pairs = static_cast<int>(cfg.rope.rope_dim / 2);
+    ra.attention_factor = static_cast<float>(cfg.rope.attention_factor);
+    std::vector<float> f = rope_inv_freq(cfg.rope);
+    for (int i = 0; i < ra.pairs; ++i) ra.inv_freq[i] = f[static_cast<size_t>(i)];
+    cuda::rope(ra);
+    return res;
+#else
+    fail("compressor_forward: tensors are on {} but this build has no CUDA", dev.str());
+#endif
+  }
   float* skv = state.kv.data<float>();
   float* ssc = state.score.data<float>();
   const int64_t open = cfg.overlap ? m : 0;  // first row of the open window in the state

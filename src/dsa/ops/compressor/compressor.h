@@ -51,7 +51,8 @@ struct CompressorState {
   // window. No overlap: rows [0, m) = open window. score holds score + ape; -inf = no token.
   Tensor kv, score;
 
-  static CompressorState create(const CompressorConfig& cfg);  // empty state at position 0
+  // Empty state at position 0 on `dev` (the device of the tensors later fed to it).
+  static CompressorState create(const CompressorConfig& cfg, Device dev = Device::cpu());
   void reset();
 };
 
@@ -66,7 +67,8 @@ struct CompressorResult {
 // Feeds T consecutive tokens of one request (positions state.next_pos .. +T-1).
 //   kv, score: [T][coff*d] f32|bf16 (wkv(x), wgate(x));  ape: [m][coff*d] f32;
 //   norm_weight: [d] f32|bf16;  entries_out: [>= emitted][d] f32|bf16, contiguous.
-// All tensors on the CPU (there is no CUDA compressor yet: CUDA tensors throw).
+// All tensors (and the state) on one device: the CPU reference, or on CUDA the kernel in
+// compressor.cu followed by the norm and RoPE kernels (fp32 softmax/pooling on the GPU).
 CompressorResult compressor_forward(const CompressorConfig& cfg, CompressorState& state, const Tensor& kv,
                                     const Tensor& score, const Tensor& ape, const Tensor& norm_weight,
                                     const Tensor& entries_out);

@@ -20,8 +20,9 @@ __global__ void rope_kernel(const __grid_constant__ RopeArgs a) {
   const int lane = threadIdx.x % 32;
   if (row >= a.tokens * a.heads) return;  // whole warp exits together
   const int64_t t = row / a.heads, h = row % a.heads;
-  const int64_t pos = a.positions_i64 ? static_cast<const int64_t*>(a.positions)[t]
-                                      : static_cast<const int32_t*>(a.positions)[t];
+  const int64_t pos = !a.positions      ? a.pos_base + t * a.pos_step
+                      : a.positions_i64 ? static_cast<const int64_t*>(a.positions)[t]
+                                        : static_cast<const int32_t*>(a.positions)[t];
   const int64_t base = t * a.token_stride + h * a.head_stride;  // elements; a.x points at the slice start
   float y0[kPairsPerLane], y1[kPairsPerLane];
   for (int j = 0; j < kPairsPerLane; ++j) {

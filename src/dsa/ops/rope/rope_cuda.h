@@ -10,8 +10,9 @@ constexpr int kRopeMaxPairs = 128;
 
 struct RopeArgs {
   void* x;
-  const void* positions;
+  const void* positions;  // [tokens]; null: position of token t is pos_base + t * pos_step
   bool positions_i64;
+  int64_t pos_base, pos_step;
   DType dtype;
   int64_t tokens, heads;
   int64_t token_stride, head_stride;  // elements
