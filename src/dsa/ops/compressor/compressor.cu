@@ -10,9 +10,9 @@
 // work per call is small (decode: one token per request); prefill chunks loop over T per thread.
 #include <cmath>
 
-#include "dsa/core/cuda_check.h"
 #include "dsa/ops/compressor/compressor_cuda.h"
 #include "dsa/ops/norm/cuda_elem.cuh"
+#include "dsa/ops/norm/cuda_launch.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -66,7 +66,7 @@ void compressor_pool(const CompressorPoolArgs& a) {
   if (a.tokens == 0 || a.head_dim == 0) return;
   const int64_t blocks = (a.head_dim + kThreads - 1) / kThreads;
   pool_kernel<<<static_cast<unsigned>(blocks), kThreads>>>(a);
-  DSA_CUDA_CHECK_LAUNCH();
+  check_launch("compressor pool_kernel");
 }
 
 }  // namespace dsa::ops::cuda

@@ -13,10 +13,10 @@
 // post_kernel: grid (T, ceil(d/256)), 256 threads, one output column k per thread: reads the hc
 //   input streams at k (so out == X in place is safe), writes the hc output streams at k:
 //   out[t][j][k] = post[t][j] f[t][k] + sum_i comb[t][i][j] X[t][i][k]. post/comb come via smem.
-#include "dsa/core/cuda_check.h"
 #include "dsa/ops/mhc/mhc_cuda.h"
 #include "dsa/ops/mhc/mhc_math.h"
 #include "dsa/ops/norm/cuda_elem.cuh"
+#include "dsa/ops/norm/cuda_launch.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -89,28 +89,28 @@ __global__ void post_kernel(MhcPostArgs a) {
 }
 
 void check_grid(int64_t T, int64_t y, const char* what) {
-  DSA_CHECK(T <= 0x7fffffffLL && y <= 65535, "{}: grid ({}, {}) exceeds the launch limits", what, T, y);
+  if (T > 0x7fffffffLL || y > 65535) launch_error(what);
 }
 
 }  // namespace
 
 void mhc_pre(const MhcPreArgs& a) {
   if (a.tokens == 0) return;
-  check_grid(a.tokens, a.n_mix, "mhc_pre");
+  check_grid(a.tokens, a.n_mix, "mhc_pre: grid exceeds the launch limits");
   mix_kernel<<<dim3(static_cast<unsigned>(a.tokens), a.n_mix), kThreads>>>(a);
-  DSA_CUDA_CHECK_LAUNCH();
+  check_launch("mhc mix_kernel");
   const int64_t cols = (a.d + kThreads - 1) / kThreads;
-  check_grid(a.tokens, cols, "mhc_pre");
+  check_grid(a.tokens, cols, "mhc_pre: grid exceeds the launch limits");
   collapse_kernel<<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads>>>(a);
-  DSA_CUDA_CHECK_LAUNCH();
+  check_launch("mhc collapse_kernel");
 }
 
 void mhc_post(const MhcPostArgs& a) {
   if (a.tokens == 0 || a.d == 0) return;
   const int64_t cols = (a.d + kThreads - 1) / kThreads;
-  check_grid(a.tokens, cols, "mhc_post");
+  check_grid(a.tokens, cols, "mhc_post: grid exceeds the launch limits");
   post_kernel<<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads>>>(a);
-  DSA_CUDA_CHECK_LAUNCH();
+  check_launch("mhc post_kernel");
 }
 
 }  // namespace dsa::ops::cuda

@@ -4,8 +4,8 @@
 // most a few KB). Each thread writes only elements it read itself after every reduction has
 // finished, so out == x (in place) is safe. Launch: grid = rows, block = 64..512 threads chosen
 // from cols (a CTA per row keeps rows independent and the reduction deterministic).
-#include "dsa/core/cuda_check.h"
 #include "dsa/ops/norm/cuda_elem.cuh"
+#include "dsa/ops/norm/cuda_launch.h"
 #include "dsa/ops/norm/norm_cuda.h"
 
 namespace dsa::ops::cuda {
@@ -41,10 +41,10 @@ __global__ void row_norm_kernel(RowNormArgs a) {
 
 void row_norm(const RowNormArgs& a) {
   if (a.rows == 0) return;
-  DSA_CHECK(a.rows <= 0x7fffffffLL, "row_norm: {} rows exceed the grid limit", a.rows);
+  if (a.rows > 0x7fffffffLL) launch_error("row_norm: too many rows for one grid");
   const int threads = a.cols >= 4096 ? 512 : a.cols >= 1024 ? 256 : a.cols >= 256 ? 128 : 64;
   row_norm_kernel<<<static_cast<unsigned>(a.rows), threads>>>(a);
-  DSA_CUDA_CHECK_LAUNCH();
+  check_launch("row_norm_kernel");
 }
 
 }  // namespace dsa::ops::cuda

@@ -6,6 +6,7 @@
 
 #include "dsa/ops/norm/elem.h"
 #ifdef DSA_WITH_CUDA
+#include "dsa/ops/norm/cuda_launch.h"
 #include "dsa/ops/rope/rope_cuda.h"
 #endif
 
@@ -158,6 +159,7 @@ void apply_rope(const Tensor& x, const Tensor& positions, const RopeConfig& cfg,
   a.deinterleave_out = p.deinterleave_out;
   std::vector<float> f = rope_inv_freq(cfg);
   for (int i = 0; i < a.pairs; ++i) a.inv_freq[i] = f[static_cast<size_t>(i)];
+  cuda::set_device(x.device().index);
   cuda::rope(a);
 #else
   (void)s;

@@ -5,8 +5,8 @@
 // contraction (__fmul_rn), exactly as the CPU reference forms it; sincosf is the full-precision
 // version (no fast math). inv_freq travels in the kernel parameters (<= 512 B).
 // Launch: 8 warps (256 threads) per CTA, grid = ceil(tokens * heads / 8).
-#include "dsa/core/cuda_check.h"
 #include "dsa/ops/norm/cuda_elem.cuh"
+#include "dsa/ops/norm/cuda_launch.h"
 #include "dsa/ops/rope/rope_cuda.h"
 
 namespace dsa::ops::cuda {
@@ -51,13 +51,13 @@ __global__ void rope_kernel(const __grid_constant__ RopeArgs a) {
 }  // namespace
 
 void rope(const RopeArgs& a) {
-  DSA_CHECK(a.pairs >= 1 && a.pairs <= kRopeMaxPairs, "rope: {} pairs, supported 1..{}", a.pairs, kRopeMaxPairs);
+  if (a.pairs < 1 || a.pairs > kRopeMaxPairs) launch_error("rope: rope_dim / 2 outside 1..128");
   const int64_t rows = a.tokens * a.heads;
   if (rows == 0) return;
   const int64_t blocks = (rows + kWarps - 1) / kWarps;
-  DSA_CHECK(blocks <= 0x7fffffffLL, "rope: {} rows exceed the grid limit", rows);
+  if (blocks > 0x7fffffffLL) launch_error("rope: too many rows for one grid");
   rope_kernel<<<static_cast<unsigned>(blocks), kWarps * 32>>>(a);
-  DSA_CUDA_CHECK_LAUNCH();
+  check_launch("rope_kernel");
 }
 
 }  // namespace dsa::ops::cuda
