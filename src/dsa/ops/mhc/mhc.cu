@@ -78,12 +78,15 @@ __global__ void post_kernel(MhcPostArgs a) {
   const int64_t k = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (k >= a.d) return;
   const int64_t xo = t * a.hc * a.d;
-  float xs[kMhcMaxHc];
-  for (int i = 0; i < a.hc; ++i) xs[i] = ld(a.X, a.x_dtype, xo + i * a.d + k);
+  float xs[kMhcMaxHc];  // unrolled fixed-trip loops keep the streams in registers
+#pragma unroll
+  for (int i = 0; i < kMhcMaxHc; ++i) xs[i] = i < a.hc ? ld(a.X, a.x_dtype, xo + i * a.d + k) : 0.f;
   const float fv = ld(a.f, a.f_dtype, t * a.d + k);
   for (int j = 0; j < a.hc; ++j) {
     float acc = post_s[j] * fv;
-    for (int i = 0; i < a.hc; ++i) acc = fmaf(comb_s[i * a.hc + j], xs[i], acc);
+#pragma unroll
+    for (int i = 0; i < kMhcMaxHc; ++i)
+      if (i < a.hc) acc = fmaf(comb_s[i * a.hc + j], xs[i], acc);
     st(a.out, a.out_dtype, xo + j * a.d + k, acc);
   }
 }

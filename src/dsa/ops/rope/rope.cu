@@ -24,10 +24,11 @@ __global__ void rope_kernel(const __grid_constant__ RopeArgs a) {
                       : a.positions_i64 ? static_cast<const int64_t*>(a.positions)[t]
                                         : static_cast<const int32_t*>(a.positions)[t];
   const int64_t base = t * a.token_stride + h * a.head_stride;  // elements; a.x points at the slice start
-  float y0[kPairsPerLane], y1[kPairsPerLane];
+  float y0[kPairsPerLane] = {}, y1[kPairsPerLane] = {};  // fixed-trip unrolled loops keep these in registers
+#pragma unroll
   for (int j = 0; j < kPairsPerLane; ++j) {
     const int i = lane + 32 * j;
-    if (i >= a.pairs) break;
+    if (i >= a.pairs) continue;
     const float angle = __fmul_rn(static_cast<float>(pos), a.inv_freq[i]);
     float s, c;
     sincosf(angle, &s, &c);
@@ -39,9 +40,10 @@ __global__ void rope_kernel(const __grid_constant__ RopeArgs a) {
     y1[j] = x1 * c + x0 * s;
   }
   __syncwarp();
+#pragma unroll
   for (int j = 0; j < kPairsPerLane; ++j) {
     const int i = lane + 32 * j;
-    if (i >= a.pairs) break;
+    if (i >= a.pairs) continue;
     const int64_t o0 = a.deinterleave_out ? i : 2 * i, o1 = a.deinterleave_out ? a.pairs + i : 2 * i + 1;
     st(a.x, a.dtype, base + o0, y0[j]);
     st(a.x, a.dtype, base + o1, y1[j]);
