@@ -99,7 +99,7 @@ TEST(ModelopsIndexer, TopkMatchesBruteForceGlm) {
         for (int64_t k = 0; k < D; ++k) dot += double(at(q, (t * H + h) * D + k)) * at(keys, e * D + k);
         acc += at(w, t * H + h) * scale * std::max(dot, 0.0);
       }
-      s[e] = acc;
+      s[e] = static_cast<float>(acc);  // selection runs on the f32 scores
       EXPECT_NEAR(at(sc, t * N + e), acc, 1e-5 * (1 + std::abs(acc)));
     }
     std::vector<int32_t> order(s.size());
@@ -121,4 +121,109 @@ TEST(ModelopsIndexer, Validation) {
   bad.ratio = 0;
   EXPECT_THROW(indexer_topk(q, keys, w, pos_i32({0}), bad, idx), Error);
   EXPECT_NO_THROW(indexer_topk(q, keys, w, pos_i32({2}), IndexerParams::glm(2), idx));
+}
+
+// ---- CUDA vs CPU ------------------------------------------------------------------------------
+
+namespace {
+Tensor small_ints(const Shape& shape, Rng& rng, int lo, int hi) {
+  Tensor t = Tensor::empty(shape, DType::F32);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(rng.randint(lo, hi));
+  return t;
+}
+Tensor random_positions(int64_t T, int64_t max_pos, Rng& rng) {
+  Tensor p = Tensor::empty({T}, DType::I64);
+  for (int64_t t = 0; t < T; ++t) p.data<int64_t>()[t] = rng.randint(0, max_pos);
+  p.data<int64_t>()[0] = 0;  // a token that sees nothing (m > 1) or one entry
+  p.data<int64_t>()[T - 1] = max_pos;
+  return p;
+}
+}  // namespace
+
+TEST(ModelopsIndexer, CudaExactScoresAndTiesMatchCpu) {
+  DSA_REQUIRE_CUDA();
+  // Small-integer inputs and a power-of-two scale make every float sum exact, so CPU and GPU
+  // scores are identical and the selection (with its many ties) must match index for index.
+  Rng rng;
+  const Device g = Device::cuda();
+  for (auto [T, H, D, N, m, K] : {std::tuple{5L, 64L, 128L, 700L, 4L, 512L}, std::tuple{3L, 32L, 128L, 2500L, 1L, 2048L},
+                                  std::tuple{9L, 4L, 64L, 130L, 4L, 3L}, std::tuple{2L, 1L, 96L, 1L, 1L, 8L}}) {
+    Tensor q = small_ints({T, H, D}, rng, -2, 2), keys = small_ints({N, D}, rng, -2, 2), w = small_ints({T, H}, rng, -3, 3);
+    Tensor pos = random_positions(T, N * m - 1, rng);
+    IndexerParams p = IndexerParams::v4(K, H, D, m);
+    p.scale = 0.5f;
+    Tensor idx = Tensor::empty({T, K}, DType::I32), sc = Tensor::empty({T, N}, DType::F32);
+    indexer_topk(q, keys, w, pos, p, idx, sc);
+    Tensor idx_d = Tensor::empty({T, K}, DType::I32, g), sc_d = Tensor::empty({T, N}, DType::F32, g);
+    poison(idx_d), poison(sc_d);
+    indexer_topk(q.to(g), keys.to(g), w.to(g), pos.to(g), p, idx_d, sc_d);
+    std::vector<float> a = values(sc), b = values(sc_d);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "score " << i;  // -inf included
+    Tensor ih = idx_d.to(Device::cpu());
+    for (int64_t i = 0; i < T * K; ++i)
+      ASSERT_EQ(ih.data<int32_t>()[i], idx.data<int32_t>()[i]) << "T=" << T << " N=" << N << " slot " << i;
+  }
+}
+
+TEST(ModelopsIndexer, CudaRandomBf16MatchesCpu) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device g = Device::cuda();
+  const int64_t T = 7, H = 64, D = 128, N = 1500, m = 4, K = 512;
+  Tensor q = random_bf16({T, H, D}, rng), keys = random_bf16({N, D}, rng), w = random_bf16({T, H}, rng);
+  Tensor pos = random_positions(T, N * m - 1, rng);
+  IndexerParams p = IndexerParams::v4(K, H, D, m);
+  Tensor idx = Tensor::empty({T, K}, DType::I32), sc = Tensor::empty({T, N}, DType::F32);
+  indexer_topk(q, keys, w, pos, p, idx, sc);
+  Tensor idx_d = Tensor::empty({T, K}, DType::I32, g), sc_d = Tensor::empty({T, N}, DType::F32, g);
+  poison(idx_d), poison(sc_d);
+  indexer_topk(q.to(g), keys.to(g), w.to(g), pos.to(g), p, idx_d, sc_d);
+  std::vector<float> a = values(sc), b = values(sc_d);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isinf(a[i])) {
+      ASSERT_EQ(a[i], b[i]) << i;
+      continue;
+    }
+    ASSERT_NEAR(b[i], a[i], 1e-4 + 1e-4 * std::abs(a[i])) << "score " << i;
+  }
+  // Float vs double accumulation may swap near-equal scores: each GPU pick must score (by the CPU
+  // scores) like the CPU pick in the same slot, every pick must be visible and distinct.
+  Tensor ih = idx_d.to(Device::cpu());
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t vis = std::min<int64_t>((pos.data<int64_t>()[t] + 1) / m, N);
+    std::vector<bool> seen(N, false);
+    for (int64_t i = 0; i < K; ++i) {
+      const int32_t gi = ih.data<int32_t>()[t * K + i], ci = idx.data<int32_t>()[t * K + i];
+      if (ci < 0) {
+        ASSERT_EQ(gi, -1) << t << " " << i;
+        continue;
+      }
+      ASSERT_TRUE(gi >= 0 && gi < vis && !seen[gi]) << t << " " << i << " " << gi;
+      seen[gi] = true;
+      ASSERT_NEAR(a[t * N + gi], a[t * N + ci], 2e-4 + 2e-4 * std::abs(a[t * N + ci])) << t << " " << i;
+    }
+  }
+}
+
+TEST(ModelopsIndexer, CudaSelectFromGivenScores) {
+  DSA_REQUIRE_CUDA();
+  // Many duplicates, negative values, -inf and zeros of both signs; N large, topk at its maximum.
+  Rng rng;
+  const Device g = Device::cuda();
+  const int64_t T = 4, N = 100003, K = 2048;
+  Tensor sc = Tensor::empty({T, N}, DType::F32);
+  for (int64_t i = 0; i < T * N; ++i) {
+    const int64_t r = rng.randint(0, 9);
+    sc.data<float>()[i] = r == 0 ? -0.f : r == 1 ? 0.f : r == 2 ? -INFINITY : static_cast<float>(rng.randint(-50, 50)) / 4;
+  }
+  Tensor pos = Tensor::empty({T}, DType::I32);
+  pos.data<int32_t>()[0] = 0, pos.data<int32_t>()[1] = 1000, pos.data<int32_t>()[2] = N - 1, pos.data<int32_t>()[3] = 2047;
+  IndexerParams p = IndexerParams::glm(K);
+  Tensor idx = Tensor::empty({T, K}, DType::I32);
+  topk_select(sc, pos, p, idx);
+  Tensor idx_d = Tensor::empty({T, K}, DType::I32, g);
+  poison(idx_d);
+  topk_select(sc.to(g), pos.to(g), p, idx_d);
+  Tensor ih = idx_d.to(Device::cpu());
+  for (int64_t i = 0; i < T * K; ++i) ASSERT_EQ(ih.data<int32_t>()[i], idx.data<int32_t>()[i]) << "slot " << i;
 }

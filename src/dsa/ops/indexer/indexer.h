@@ -40,8 +40,21 @@ struct IndexerParams {
 // q: [T][H][D] f32|bf16;  keys: [N][D] f32|bf16 (request-local entries 0..N-1);
 // weights: [T][H] f32|bf16 (raw weights_proj output);  positions: [T] i32|i64 (>= 0);
 // indices (out): [T][topk] i32;  scores (optional out): [T][N] f32, -inf where not visible.
-// All contiguous and on the CPU (CUDA tensors throw: no CUDA indexer yet).
+// All contiguous and on one device. indexer_topk = indexer_scores + topk_select (on CUDA a
+// [T][N] f32 scratch is allocated when `scores` is not given). The CPU accumulates in double,
+// the GPU in float: near-equal scores may be ordered differently by the two.
+// CUDA limits: H*D + H <= 12288 (q of one token in shared memory), D <= 256, topk <= 2048,
+// N <= 4194240 entries.
+// On CUDA, positions are not range-checked (the CPU path checks (pos+1)/m <= N and pos >= 0);
+// the kernels clamp visibility to [0, N].
 void indexer_topk(const Tensor& q, const Tensor& keys, const Tensor& weights, const Tensor& positions,
                   const IndexerParams& p, const Tensor& indices, const Tensor& scores = Tensor());
+
+// The two halves. indexer_scores writes scores [T][N] (-inf where e >= (pos+1)/m);
+// topk_select picks, per row, the min(topk, visible) highest scores among the visible entries
+// (descending, ties -> lower index first) and pads with -1. p.scale is unused by topk_select.
+void indexer_scores(const Tensor& q, const Tensor& keys, const Tensor& weights, const Tensor& positions,
+                    const IndexerParams& p, const Tensor& scores);
+void topk_select(const Tensor& scores, const Tensor& positions, const IndexerParams& p, const Tensor& indices);
 
 }  // namespace dsa::ops
