@@ -112,6 +112,31 @@ TEST(ModelopsRope, DeinterleavedOutputIsAPermutation) {
   }
 }
 
+TEST(ModelopsRope, HalfSplitIsInterleavedOnPermutedDims) {
+  // half-split pairs (x[i], x[i+32]) == interleaved pairs after moving x[i] -> 2i, x[i+32] -> 2i+1
+  Rng rng;
+  RopeConfig c = RopeConfig::v4_compress();
+  Tensor a = random_f32({3, 64}, rng);
+  Tensor b = Tensor::empty({3, 64}, DType::F32);
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 32; ++i) {
+      b.data<float>()[r * 64 + 2 * i] = at(a, r * 64 + i);
+      b.data<float>()[r * 64 + 2 * i + 1] = at(a, r * 64 + 32 + i);
+    }
+  Tensor pos = positions_i64({0, 9, 4000});
+  RopeParams hs;
+  hs.half_split = true;
+  apply_rope(a, pos, c, hs);
+  apply_rope(b, pos, c, {});
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 32; ++i) {
+      ASSERT_EQ(at(a, r * 64 + i), at(b, r * 64 + 2 * i));
+      ASSERT_EQ(at(a, r * 64 + 32 + i), at(b, r * 64 + 2 * i + 1));
+    }
+  hs.deinterleave_out = true;
+  EXPECT_THROW(apply_rope(a, pos, c, hs), Error);
+}
+
 TEST(ModelopsRope, StridedHeadsBf16AndI32Positions) {
   Rng rng;
   RopeConfig c = RopeConfig::glm();
@@ -147,6 +172,7 @@ TEST(ModelopsRope, CudaMatchesCpu) {
     int64_t T, H, D, stride, offset;
     bool inverse, deint;
     DType dt;
+    bool half_split = false;
   };
   std::vector<Case> cases = {
       {RopeConfig::v4_main(), 5, 64, 512, 512, 448, false, false, DType::BF16},
@@ -155,13 +181,15 @@ TEST(ModelopsRope, CudaMatchesCpu) {
       {RopeConfig::glm(), 9, 32, 128, 128, 0, false, true, DType::BF16},
       {RopeConfig::glm(), 3, 16, 256, 260, 192, false, false, DType::F32},
       {RopeConfig::glm(), 1, 1, 64, 64, 0, true, true, DType::F32},
+      {RopeConfig::glm(), 4, 8, 128, 128, 0, false, false, DType::BF16, true},
+      {RopeConfig::v4_compress(), 6, 3, 128, 130, 64, true, false, DType::F32, true},
   };
   for (const Case& c : cases) {
     Tensor x = random_act({c.T, c.H, c.stride}, c.dt, rng);
     Tensor pos = Tensor::empty({c.T}, DType::I64);
     for (int64_t t = 0; t < c.T; ++t) pos.data<int64_t>()[t] = rng.randint(0, 200000);
     Tensor xd = x.to(Device::cuda());
-    RopeParams p{c.offset, c.inverse, c.deint};
+    RopeParams p{c.offset, c.inverse, c.deint, c.half_split};
     apply_rope_cpu(x.slice(2, 0, c.D), pos, c.cfg, p);
     apply_rope(xd.slice(2, 0, c.D), pos.to(Device::cuda()), c.cfg, p);
     const double tol = c.dt == DType::BF16 ? 8e-3 : 2e-5;

@@ -96,6 +96,7 @@ RopeShape check_rope(const Tensor& x, const Tensor& positions, const RopeConfig&
             x.str());
   DSA_CHECK(p.offset >= 0 && p.offset + cfg.rope_dim <= s.dim,
             "apply_rope: RopeParams.offset {} + rope_dim {} exceeds the last dimension {}", p.offset, cfg.rope_dim, s.dim);
+  DSA_CHECK(!(p.half_split && p.deinterleave_out), "apply_rope: RopeParams.half_split and deinterleave_out exclude each other");
   DSA_CHECK(positions.defined() && positions.dim() == 1 && positions.size(0) == s.tokens && positions.is_contiguous(),
             "apply_rope: positions must be a contiguous [{}] vector, got {}", s.tokens,
             positions.defined() ? positions.str() : std::string("undefined"));
@@ -128,9 +129,10 @@ void apply_rope_cpu(const Tensor& x, const Tensor& positions, const RopeConfig& 
         const double c = std::cos(static_cast<double>(angle)) * cfg.attention_factor;
         double sn = std::sin(static_cast<double>(angle)) * cfg.attention_factor;
         if (p.inverse) sn = -sn;
-        const double x0 = load_f(row, x.dtype(), 2 * i), x1 = load_f(row, x.dtype(), 2 * i + 1);
+        const int64_t i0 = p.half_split ? i : 2 * i, i1 = p.half_split ? half + i : 2 * i + 1;
+        const double x0 = load_f(row, x.dtype(), i0), x1 = load_f(row, x.dtype(), i1);
         const double y0 = x0 * c - x1 * sn, y1 = x1 * c + x0 * sn;
-        const int64_t o0 = p.deinterleave_out ? i : 2 * i, o1 = p.deinterleave_out ? half + i : 2 * i + 1;
+        const int64_t o0 = p.deinterleave_out ? i : i0, o1 = p.deinterleave_out ? half + i : i1;
         rotated[static_cast<size_t>(o0)] = static_cast<float>(y0);
         rotated[static_cast<size_t>(o1)] = static_cast<float>(y1);
       }
@@ -157,6 +159,7 @@ void apply_rope(const Tensor& x, const Tensor& positions, const RopeConfig& cfg,
   a.attention_factor = static_cast<float>(cfg.attention_factor);
   a.inverse = p.inverse;
   a.deinterleave_out = p.deinterleave_out;
+  a.half_split = p.half_split;
   std::vector<float> f = rope_inv_freq(cfg);
   for (int i = 0; i < a.pairs; ++i) a.inv_freq[i] = f[static_cast<size_t>(i)];
   cuda::set_device(x.device().index);

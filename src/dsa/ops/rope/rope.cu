@@ -1,4 +1,4 @@
-// Interleaved RoPE in place (rope.h). One warp per (token, head) row; lane l handles pairs
+// Interleaved (or half-split) RoPE in place (rope.h). One warp per (token, head) row; lane l handles pairs
 // l, l+32, l+64, l+96 (rope_dim <= 256). Every lane reads all its pairs before a __syncwarp and
 // only then writes, so the de-interleaved write order (which moves values across lanes) is safe
 // in place. The angle is the fp32 product float(pos) * inv_freq[i] rounded without FMA
@@ -35,7 +35,8 @@ __global__ void rope_kernel(const __grid_constant__ RopeArgs a) {
     c *= a.attention_factor;
     s *= a.attention_factor;
     if (a.inverse) s = -s;
-    const float x0 = ld(a.x, a.dtype, base + 2 * i), x1 = ld(a.x, a.dtype, base + 2 * i + 1);
+    const int64_t i0 = a.half_split ? i : 2 * i, i1 = a.half_split ? a.pairs + i : 2 * i + 1;
+    const float x0 = ld(a.x, a.dtype, base + i0), x1 = ld(a.x, a.dtype, base + i1);
     y0[j] = x0 * c - x1 * s;
     y1[j] = x1 * c + x0 * s;
   }
@@ -44,7 +45,8 @@ __global__ void rope_kernel(const __grid_constant__ RopeArgs a) {
   for (int j = 0; j < kPairsPerLane; ++j) {
     const int i = lane + 32 * j;
     if (i >= a.pairs) continue;
-    const int64_t o0 = a.deinterleave_out ? i : 2 * i, o1 = a.deinterleave_out ? a.pairs + i : 2 * i + 1;
+    const int64_t o0 = a.deinterleave_out ? i : (a.half_split ? i : 2 * i);
+    const int64_t o1 = a.deinterleave_out ? a.pairs + i : (a.half_split ? a.pairs + i : 2 * i + 1);
     st(a.x, a.dtype, base + o0, y0[j]);
     st(a.x, a.dtype, base + o1, y1[j]);
   }

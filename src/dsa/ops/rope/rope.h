@@ -58,6 +58,10 @@ struct RopeParams {
   int64_t offset = 0;             // first rotated element within the last dimension
   bool inverse = false;           // rotate by -pos (V4 attention output)
   bool deinterleave_out = false;  // write transformers' GLM order (see above)
+  // Half-split pairs (x[i], x[i + rope_dim/2]) instead of interleaved ones (GPT-NeoX style: the
+  // DeepSeek-V3.2 indexer, and GLM's indexer_rope_interleave = false should a checkpoint set it;
+  // transformers 5.17's GLM indexer is always interleaved). Excludes deinterleave_out.
+  bool half_split = false;
 };
 
 // In place on x: [T][D] or [T][H][D] (f32 or bf16; last dimension contiguous, other strides

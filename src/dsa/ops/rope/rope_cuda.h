@@ -19,7 +19,7 @@ struct RopeArgs {
   int64_t offset;
   int pairs;  // rope_dim / 2
   float attention_factor;
-  bool inverse, deinterleave_out;
+  bool inverse, deinterleave_out, half_split;
   float inv_freq[kRopeMaxPairs];
 };
 
