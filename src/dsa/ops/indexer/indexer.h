@@ -1,5 +1,6 @@
-// Lightning-indexer scoring and top-k selection (DeepSeek-V4 CSA layers and GLM-5.1 DSA), CPU
-// reference. One call handles a run of tokens of ONE request against that request's keys.
+// Lightning-indexer scoring and top-k selection (DeepSeek-V4 CSA layers and GLM-5.1 DSA): CPU
+// reference and CUDA kernels (indexer.cu). One call handles a run of tokens of ONE request
+// against that request's keys (the model loops over the requests of a batch).
 //
 //   score(t, e) = sum_h (w[t][h] * scale) * relu(q[t][h] . k[e])
 //
