@@ -150,8 +150,9 @@ TEST(ExpertGemmCuda, MatchesCpuAllFormatsTilesAndShapes) {
                                      std::to_string(fmt) + " swiglu=" + std::to_string(sw) + " tactic=" + std::to_string(tactic);
             ASSERT_EQ(compare_bf16(gh, want, 1e-2, atol, what, &valid), 0) << what;
             for (int64_t r = 0; r < c.layout.rows_cap; ++r)
-              if (c.layout.m_indices.data<int32_t>()[r] < 0)
+              if (c.layout.m_indices.data<int32_t>()[r] < 0) {
                 ASSERT_EQ(gh.data<uint16_t>()[r * cols], 0xFFFF) << what << ": padding row " << r << " written";
+              }
           }
         }
       }

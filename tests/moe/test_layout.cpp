@@ -112,7 +112,9 @@ TEST(MoeLayout, PermuteThenCombineIsWeightedSum) {
       EXPECT_NEAR(bf(out, t * H + h), want, 1e-2 * std::fabs(want) + 1e-3);
     }
   for (int64_t r = 0; r < l.rows_cap; ++r)
-    if (l.src_token.data<int32_t>()[r] < 0) EXPECT_EQ(bf(xp, r * H), 0.f);
+    if (l.src_token.data<int32_t>()[r] < 0) {
+      EXPECT_EQ(bf(xp, r * H), 0.f);
+    }
 }
 
 TEST(MoeLayoutCuda, InvariantsPermuteCombine) {

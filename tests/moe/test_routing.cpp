@@ -90,7 +90,9 @@ TEST(Routing, SigmoidWithCorrectionBiasGlm) {
       worst_chosen = std::min(worst_chosen, score_ref(logits.data<float>()[t * E + e], p.score) + bias.data<float>()[e]);
     }
     for (int64_t e = 0; e < E; ++e)
-      if (!chosen[e]) EXPECT_LE(score_ref(logits.data<float>()[t * E + e], p.score) + bias.data<float>()[e], worst_chosen);
+      if (!chosen[e]) {
+        EXPECT_LE(score_ref(logits.data<float>()[t * E + e], p.score) + bias.data<float>()[e], worst_chosen);
+      }
   }
 }
 

@@ -8,7 +8,9 @@
 #include "dsa/ops/linear/act_quant.h"
 #include "dsa/ops/moe/expert_gemm.h"
 #ifdef DSA_WITH_CUDA
-#include "dsa/ops/linear/cuda/launch.h"
+#include "dsa/core/cuda_check.h"
+#include "dsa/ops/linear/cuda/kernels.h"
+#include "dsa/ops/linear/cuda_ops.h"
 #endif
 
 namespace dsa::ops {
@@ -58,7 +60,8 @@ void fake_quant_act_fp8(const Tensor& x, Tensor& out) {
             x.device().str());
   if (x.device().is_cuda()) {
 #ifdef DSA_WITH_CUDA
-    cuda::act_quant_fp8(x, nullptr, nullptr, &out);
+    cuda::launch_act_quant(x.raw(), x.size(0), x.size(1), nullptr, nullptr, true, out.raw());
+    DSA_CUDA_CHECK_LAUNCH();
     return;
 #else
     fail("fake_quant_act_fp8: no CUDA in this build");

@@ -6,7 +6,7 @@
 #include "dsa/core/dtype_conv.h"
 #include "dsa/ops/moe/swiglu.h"
 #ifdef DSA_WITH_CUDA
-#include "dsa/ops/moe/cuda/launch.h"
+#include "dsa/ops/moe/cuda_ops.h"
 #endif
 
 namespace dsa::ops {

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "dsa/core/dtype_conv.h"  // DSA_HD
-#include "dsa/ops/moe/routing.h"
+#include "dsa/ops/moe/router_types.h"
 
 namespace dsa::ops {
 

@@ -8,10 +8,9 @@
 // its weight stays NaN so that the layer output shows it.
 #pragma once
 #include "dsa/core/tensor.h"
+#include "dsa/ops/moe/router_types.h"
 
 namespace dsa::ops {
-
-enum class ScoreFunc { SqrtSoftplus, Sigmoid };
 
 struct RouterParams {
   ScoreFunc score = ScoreFunc::SqrtSoftplus;

@@ -1,13 +1,15 @@
-// Activation quantization per 1x128 block (power-of-two scale, e4m3 values). One warp per block,
-// 4 values per lane, amax by warp shuffle. Launch: ceil(T*K/128 / 8) x 256.
+// Activation quantization per 1x128 block (power-of-two scale, e4m3 values) and the weight-scale
+// relayout used by the cuBLASLt path.
 #include <cuda_bf16.h>
 
-#include "dsa/core/cuda_check.h"
 #include "dsa/ops/linear/act_quant.h"
-#include "dsa/ops/linear/cuda/launch.h"
+#include "dsa/ops/linear/cuda/kernels.h"
 
 namespace dsa::ops::cuda {
 namespace {
+
+// One warp per 128-value block, 4 values per lane, amax by warp shuffle.
+// Launch: ceil(blocks / 8) x 256.
 __global__ void act_quant_kernel(const __nv_bfloat16* x, int64_t T, int64_t K, uint8_t* q, float* scales, int mn_major,
                                  __nv_bfloat16* deq) {
   const int64_t kb_n = K / 128;
@@ -33,17 +35,29 @@ __global__ void act_quant_kernel(const __nv_bfloat16* x, int64_t T, int64_t K, u
   }
   if (scales && lane == 0) scales[mn_major ? kb * T + t : t * kb_n + kb] = s;
 }
+
+// One thread per scale.
+__global__ void weight_scale_kernel(const void* in, int f32, int64_t NB, int64_t KB, int layout, int64_t ld, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= NB * KB) return;
+  const int64_t nb = i / KB, kb = i % KB;
+  const float s = f32 ? static_cast<const float*>(in)[i] : ue8m0_to_f32(static_cast<const uint8_t*>(in)[i]);
+  out[layout == 0 ? i : kb * ld + nb] = s;
+}
+
 }  // namespace
 
-void act_quant_fp8(const Tensor& x, Tensor* q, Tensor* scales, Tensor* deq, bool scale_mn_major) {
-  const int64_t T = x.size(0), K = x.size(1);
+void launch_act_quant(const void* x, int64_t T, int64_t K, uint8_t* q, float* scales, bool mn_major, void* deq) {
   const int64_t blocks = T * (K / 128);
   if (blocks == 0) return;
-  act_quant_kernel<<<static_cast<unsigned>((blocks + 7) / 8), 256>>>(
-      static_cast<const __nv_bfloat16*>(x.raw()), T, K, q ? static_cast<uint8_t*>(q->raw()) : nullptr,
-      scales ? scales->data<float>() : nullptr, scale_mn_major ? 1 : 0,
-      deq ? static_cast<__nv_bfloat16*>(deq->raw()) : nullptr);
-  DSA_CUDA_CHECK_LAUNCH();
+  act_quant_kernel<<<static_cast<unsigned>((blocks + 7) / 8), 256>>>(static_cast<const __nv_bfloat16*>(x), T, K, q,
+                                                                     scales, mn_major ? 1 : 0,
+                                                                     static_cast<__nv_bfloat16*>(deq));
+}
+
+void launch_weight_scales(const void* in, bool in_f32, int64_t NB, int64_t KB, int layout, int64_t ld, float* out) {
+  if (NB * KB == 0) return;
+  weight_scale_kernel<<<static_cast<unsigned>((NB * KB + 255) / 256), 256>>>(in, in_f32 ? 1 : 0, NB, KB, layout, ld, out);
 }
 
 }  // namespace dsa::ops::cuda

@@ -34,24 +34,11 @@
 
 #include <cstdint>
 
+#include "dsa/ops/moe/cuda/expert_gemm_args.h"
+
 namespace dsa::ops::cuda::egemm {
 
 enum Fmt : int { kMxfp4 = 0, kFp8 = 1 };
-
-struct Args {
-  const __nv_bfloat16* a;
-  int64_t a_nrows;           // rows of a (bounds for gathered rows)
-  const int32_t* a_rows;     // optional gather index [rows]
-  const int32_t* m_indices;  // optional expert of each row [rows]; null = dense, expert 0
-  int64_t rows;
-  const uint8_t* w;
-  const void* scale;  // MXFP4: u8 [E][N][K/32]; FP8: f32 [E][ceil(N/128)][K/128]
-  int E, N, K;
-  __nv_bfloat16* out;
-  int ldo;
-  int swiglu;
-  float limit;
-};
 
 template <int FMT, int BM, int NTW, int STAGES>
 struct Cfg {
@@ -146,6 +133,7 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
   // ---- per-thread copy assignments (fixed for the whole K loop) ----
   constexpr int kAUnits = BM * 16 / 128;  // 16-byte activation units per thread per chunk
   const __nv_bfloat16* a_src[kAUnits];
+  const __nv_bfloat16* A = static_cast<const __nv_bfloat16*>(p.a);
   int a_dst[kAUnits];
 #pragma unroll
   for (int i = 0; i < kAUnits; ++i) {
@@ -155,7 +143,7 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
     int64_t src = row;
     if (ok && p.a_rows) src = p.a_rows[row];
     ok = ok && src >= 0 && src < p.a_nrows;
-    a_src[i] = ok ? p.a + src * K + u * 8 : nullptr;
+    a_src[i] = ok ? A + src * K + u * 8 : nullptr;
     a_dst[i] = a_off(r, u);
   }
   constexpr int kUPerRow = C::kWRow / 16;
@@ -190,7 +178,7 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
     uint8_t* base = smem + st * C::kStage;
 #pragma unroll
     for (int i = 0; i < kAUnits; ++i)
-      cp_async16(base + a_dst[i], a_src[i] ? a_src[i] + kc * 128 : p.a, a_src[i] != nullptr);
+      cp_async16(base + a_dst[i], a_src[i] ? a_src[i] + kc * 128 : A, a_src[i] != nullptr);
     uint8_t* wb = base + C::kABytes;
 #pragma unroll
     for (int i = 0; i < kWUnits; ++i)
@@ -329,7 +317,7 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
     for (int hrow = 0; hrow < 2; ++hrow) {
       const int64_t row = m0 + mt * 16 + g + hrow * 8;
       if (row >= p.rows || (p.m_indices && p.m_indices[row] != e)) continue;
-      __nv_bfloat16* orow = p.out + row * p.ldo;
+      __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(p.out) + row * p.ldo;
       if (!p.swiglu) {
 #pragma unroll
         for (int t = 0; t < NTW; ++t) {
@@ -365,7 +353,11 @@ template <int FMT, int BM, int NTW, int STAGES>
 void launch(const Args& a) {
   using C = Cfg<FMT, BM, NTW, STAGES>;
   auto kern = expert_gemm_kernel<FMT, BM, NTW, STAGES>;
-  cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+  static const bool attr_set = [&] {  // once per instantiation (single-device assumption)
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+    return true;
+  }();
+  (void)attr_set;
   const int ncols = a.swiglu ? a.N / 2 : a.N;
   const int bn_out = a.swiglu ? C::BN / 2 : C::BN;
   dim3 grid((ncols + bn_out - 1) / bn_out, static_cast<unsigned>((a.rows + BM - 1) / BM));

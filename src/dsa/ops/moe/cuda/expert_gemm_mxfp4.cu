@@ -1,6 +1,5 @@
 // MXFP4 instantiations of the grouped expert GEMM (expert_gemm_kernel.cuh).
 #include "dsa/ops/moe/cuda/expert_gemm_kernel.cuh"
-#include "dsa/ops/moe/cuda/expert_gemm_launch.h"
 
 namespace dsa::ops::cuda::egemm {
 

@@ -2,8 +2,7 @@
 // and the weighted combine.
 #include <cuda_bf16.h>
 
-#include "dsa/core/cuda_check.h"
-#include "dsa/ops/moe/cuda/launch.h"
+#include "dsa/ops/moe/cuda/kernels.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -92,43 +91,26 @@ __global__ void combine_kernel(const __nv_bfloat16* y, const int32_t* dst_row, c
 
 }  // namespace
 
-void build_moe_layout(const Tensor& topk_ids, MoeLayout& l) {
-  const int64_t n = l.tokens * l.topk;
-  const int E = static_cast<int>(l.experts);
-  // Padding rows: expert -1, token -1 (0xFF bytes).
-  DSA_CUDA_CHECK(cudaMemsetAsync(l.m_indices.raw(), 0xFF, l.m_indices.nbytes(), 0));
-  DSA_CUDA_CHECK(cudaMemsetAsync(l.src_token.raw(), 0xFF, l.src_token.nbytes(), 0));
-  Tensor& cursor = l.cursor;
-  layout_count_kernel<<<1, 1024>>>(topk_ids.data<int32_t>(), n, E, static_cast<int>(l.alignment),
-                                   l.expert_counts.data<int32_t>(), l.expert_offsets.data<int32_t>(), cursor.data<int32_t>());
-  DSA_CUDA_CHECK_LAUNCH();
-  if (n > 0) {
-    layout_assign_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(
-        topk_ids.data<int32_t>(), n, static_cast<int>(l.topk), E, cursor.data<int32_t>(), l.dst_row.data<int32_t>(),
-        l.m_indices.data<int32_t>(), l.src_token.data<int32_t>());
-    DSA_CUDA_CHECK_LAUNCH();
-  }
+void launch_layout(const int32_t* ids, int64_t n, int k, int E, int align, int32_t* counts, int32_t* offsets,
+                   int32_t* cursor, int32_t* dst_row, int32_t* m_indices, int32_t* src_token) {
+  layout_count_kernel<<<1, 1024>>>(ids, n, E, align, counts, offsets, cursor);
+  if (n > 0)
+    layout_assign_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(ids, n, k, E, cursor, dst_row, m_indices,
+                                                                          src_token);
 }
 
-void moe_permute(const Tensor& x, const MoeLayout& l, Tensor& x_perm) {
-  const int64_t H = x.size(1);
-  DSA_CHECK(H % 8 == 0, "moe_permute (CUDA): hidden {} must be a multiple of 8", H);
-  if (l.rows_cap == 0) return;
-  permute_kernel<<<static_cast<unsigned>(l.rows_cap), 128>>>(static_cast<const uint4*>(x.raw()),
-                                                             l.src_token.data<int32_t>(), l.tokens, H / 8,
-                                                             static_cast<uint4*>(x_perm.raw()));
-  DSA_CUDA_CHECK_LAUNCH();
+void launch_permute(const void* x, const int32_t* src_token, int64_t T, int64_t H, int64_t rows_cap, void* x_perm) {
+  if (rows_cap == 0) return;
+  permute_kernel<<<static_cast<unsigned>(rows_cap), 128>>>(static_cast<const uint4*>(x), src_token, T, H / 8,
+                                                           static_cast<uint4*>(x_perm));
 }
 
-void moe_combine(const Tensor& y, const MoeLayout& l, const Tensor& w, const Tensor& shared, Tensor& out) {
-  const int64_t H = y.size(1);
-  DSA_CHECK(H % 8 == 0, "moe_combine (CUDA): hidden {} must be a multiple of 8", H);
-  if (l.tokens == 0) return;
-  combine_kernel<<<static_cast<unsigned>(l.tokens), 256>>>(
-      static_cast<const __nv_bfloat16*>(y.raw()), l.dst_row.data<int32_t>(), w.data<float>(),
-      shared.defined() ? static_cast<const __nv_bfloat16*>(shared.raw()) : nullptr, static_cast<__nv_bfloat16*>(out.raw()),
-      static_cast<int>(l.topk), H, l.rows_cap);
-  DSA_CUDA_CHECK_LAUNCH();
+void launch_combine(const void* y, const int32_t* dst_row, const float* w, const void* shared, void* out, int64_t T,
+                    int k, int64_t H, int64_t rows_cap) {
+  if (T == 0) return;
+  combine_kernel<<<static_cast<unsigned>(T), 256>>>(static_cast<const __nv_bfloat16*>(y), dst_row, w,
+                                                    static_cast<const __nv_bfloat16*>(shared),
+                                                    static_cast<__nv_bfloat16*>(out), k, H, rows_cap);
 }
 
 }  // namespace dsa::ops::cuda

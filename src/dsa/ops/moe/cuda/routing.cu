@@ -1,8 +1,7 @@
 // Router kernels: fp32 gate logits, and top-k selection + weights.
 #include <cuda_bf16.h>
 
-#include "dsa/core/cuda_check.h"
-#include "dsa/ops/moe/cuda/launch.h"
+#include "dsa/ops/moe/cuda/kernels.h"
 #include "dsa/ops/moe/router_math.h"
 
 namespace dsa::ops::cuda {
@@ -91,29 +90,21 @@ __global__ void router_logits_kernel(const __nv_bfloat16* x, const G* gate, floa
 
 }  // namespace
 
-void route(const Tensor& logits, const Tensor& bias, const Tensor* token_ids, const Tensor* tid2eid, Tensor& topk_ids,
-           Tensor& topk_weights, const RouterParams& p) {
-  const int T = static_cast<int>(logits.size(0)), E = static_cast<int>(logits.size(1));
+void launch_route(const float* logits, const float* bias, const int32_t* token_ids, const int32_t* tid2eid,
+                  int64_t vocab, int32_t* ids, float* wts, int T, int E, int k, ScoreFunc f, float scaling) {
   if (T == 0) return;
   const size_t smem = 4 * 2 * E * sizeof(float);
-  route_kernel<<<(T + 3) / 4, 128, smem>>>(
-      logits.data<float>(), bias.defined() ? bias.data<float>() : nullptr, token_ids ? token_ids->data<int32_t>() : nullptr,
-      tid2eid ? tid2eid->data<int32_t>() : nullptr, tid2eid ? tid2eid->size(0) : 0, topk_ids.data<int32_t>(),
-      topk_weights.data<float>(), T, E, p.topk, p.score, p.routed_scaling);
-  DSA_CUDA_CHECK_LAUNCH();
+  route_kernel<<<(T + 3) / 4, 128, smem>>>(logits, bias, token_ids, tid2eid, vocab, ids, wts, T, E, k, f, scaling);
 }
 
-void router_logits(const Tensor& x, const Tensor& gate, Tensor& logits) {
-  const int T = static_cast<int>(x.size(0)), H = static_cast<int>(x.size(1)), E = static_cast<int>(gate.size(0));
+void launch_router_logits(const void* x, const void* gate, bool gate_f32, float* logits, int T, int E, int H) {
   if (T == 0) return;
   dim3 grid((E + 7) / 8, (T + 7) / 8);
-  const auto* xp = static_cast<const __nv_bfloat16*>(x.raw());
-  if (gate.dtype() == DType::F32)
-    router_logits_kernel<float><<<grid, 256>>>(xp, gate.data<float>(), logits.data<float>(), T, E, H);
+  const auto* xp = static_cast<const __nv_bfloat16*>(x);
+  if (gate_f32)
+    router_logits_kernel<float><<<grid, 256>>>(xp, static_cast<const float*>(gate), logits, T, E, H);
   else
-    router_logits_kernel<__nv_bfloat16><<<grid, 256>>>(xp, static_cast<const __nv_bfloat16*>(gate.raw()),
-                                                       logits.data<float>(), T, E, H);
-  DSA_CUDA_CHECK_LAUNCH();
+    router_logits_kernel<__nv_bfloat16><<<grid, 256>>>(xp, static_cast<const __nv_bfloat16*>(gate), logits, T, E, H);
 }
 
 }  // namespace dsa::ops::cuda

@@ -3,8 +3,7 @@
 
 #include <algorithm>
 
-#include "dsa/core/cuda_check.h"
-#include "dsa/ops/moe/cuda/launch.h"
+#include "dsa/ops/moe/cuda/kernels.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -23,13 +22,11 @@ __global__ void swiglu_kernel(const __nv_bfloat16* gu, __nv_bfloat16* out, int64
 }
 }  // namespace
 
-void swiglu(const Tensor& gu, Tensor& out, float limit) {
-  const int64_t rows = gu.size(0), I = gu.size(1) / 2;
+void launch_swiglu(const void* gu, void* out, int64_t rows, int64_t I, float limit) {
   if (rows * I == 0) return;
   const int64_t blocks = std::min<int64_t>((rows * I + 255) / 256, 65535);
-  swiglu_kernel<<<static_cast<unsigned>(blocks), 256>>>(static_cast<const __nv_bfloat16*>(gu.raw()),
-                                                        static_cast<__nv_bfloat16*>(out.raw()), rows, I, limit);
-  DSA_CUDA_CHECK_LAUNCH();
+  swiglu_kernel<<<static_cast<unsigned>(blocks), 256>>>(static_cast<const __nv_bfloat16*>(gu),
+                                                        static_cast<__nv_bfloat16*>(out), rows, I, limit);
 }
 
 }  // namespace dsa::ops::cuda

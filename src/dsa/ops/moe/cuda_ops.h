@@ -1,8 +1,6 @@
-// CUDA launchers of the MoE ops (defined in the .cu files of this folder). Callers validate first;
-// all launches go to the default stream.
+// Tensor-level CUDA paths of the MoE ops (cuda_ops.cpp; only in CUDA builds). Callers validate
+// first; these unpack tensors, launch (cuda/kernels.h) and turn launch errors into dsa::Error.
 #pragma once
-#include <cstdint>
-
 #include "dsa/ops/moe/expert_gemm.h"
 #include "dsa/ops/moe/layout.h"
 #include "dsa/ops/moe/routing.h"

@@ -4,9 +4,13 @@
 // A = W seen as K x N column-major and transa = T ("TN", the layout FP8 GEMMs require).
 // Descriptors and the chosen algorithm are cached per shape; one handle and a 32 MB workspace
 // per process (single-device assumption, noted in the docs).
-#include <cublasLt.h>
-#include <cuda_bf16.h>
+#include "dsa/ops/linear/cuda_ops.h"
 
+#ifdef DSA_WITH_CUDA
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -14,8 +18,7 @@
 #include <tuple>
 
 #include "dsa/core/cuda_check.h"
-#include "dsa/core/dtype_conv.h"
-#include "dsa/ops/linear/cuda/launch.h"
+#include "dsa/ops/linear/cuda/kernels.h"
 
 namespace dsa::ops {
 namespace {
@@ -99,14 +102,6 @@ Plan& plan(bool fp8, int64_t T, int64_t N, int64_t K, bool out_f32) {
 }
 
 // Weight scales in the layout cuBLASLt is given, converted once per (pointer, layout).
-__global__ void weight_scale_kernel(const void* in, int f32, int64_t NB, int64_t KB, int layout, int64_t ld, float* out) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= NB * KB) return;
-  const int64_t nb = i / KB, kb = i % KB;
-  const float s = f32 ? static_cast<const float*>(in)[i] : ue8m0_to_f32(static_cast<const uint8_t*>(in)[i]);
-  out[layout == 0 ? i : kb * ld + nb] = s;
-}
-
 const float* weight_scales(const Tensor& scale, int layout) {
   static std::map<std::tuple<const void*, int>, Tensor> cache;
   static std::mutex mu;
@@ -117,8 +112,7 @@ const float* weight_scales(const Tensor& scale, int layout) {
   const int64_t NB = scale.size(0), KB = scale.size(1);
   const int64_t ld = layout == 2 ? (NB + 3) / 4 * 4 : NB;
   Tensor out = Tensor::zeros({layout == 0 ? NB * KB : KB * ld}, DType::F32, scale.device());
-  weight_scale_kernel<<<static_cast<unsigned>((NB * KB + 255) / 256), 256>>>(scale.raw(), scale.dtype() == DType::F32,
-                                                                           NB, KB, layout, ld, out.data<float>());
+  cuda::launch_weight_scales(scale.raw(), scale.dtype() == DType::F32, NB, KB, layout, ld, out.data<float>());
   DSA_CUDA_CHECK_LAUNCH();
   return cache.emplace(key, out).first->second.data<float>();
 }
@@ -164,7 +158,8 @@ void linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor&
   if (!s.defined() || s.numel() < T * (K / 128)) s = Tensor::empty({T * (K / 128)}, DType::F32, x.device());
   Tensor qv = q.slice(0, 0, T * K).reshape({T, K});
   Tensor sv = s.slice(0, 0, T * (K / 128));
-  act_quant_fp8(x, &qv, &sv, nullptr, lb == 1);
+  cuda::launch_act_quant(x.raw(), T, K, static_cast<uint8_t*>(qv.raw()), sv.data<float>(), lb == 1, nullptr);
+  DSA_CUDA_CHECK_LAUNCH();
   Plan& p = plan(true, T, N, K, false);
   DSA_CHECK(p.ok, "linear_fp8_block: cuBLASLt found no block-scaled FP8 algorithm for T={} N={} K={}", T, N, K);
   const float* ws = weight_scales(w.scale, la);
@@ -178,3 +173,4 @@ void linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor&
 
 }  // namespace cuda
 }  // namespace dsa::ops
+#endif
