@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "dsa/core/device.h"
 #include "dsa/core/dtype_conv.h"
 #include "dsa/ops/linear/act_quant.h"
 #include "dsa/ops/moe/expert_gemm.h"
@@ -95,6 +96,11 @@ static ExpertWeights as_expert(const Fp8BlockWeight& w) {
 static bool use_cublaslt(const LinearFp8Params& p, Device dev) {
   if (!dev.is_cuda() || !p.act_fp8) return false;
   if (p.backend == LinearBackend::Kernel) return false;
+  // Under DSA_DEVICE_CAPABILITY (e.g. the SM120 route on an H200) the hardware probe says nothing
+  // about the emulated device: take the portable kernel unless the cuBLASLt backend is forced.
+  const auto ov = capability_override();
+  const bool emulated = ov && !cuda_devices().empty() && !(*ov == cuda_devices()[0].capability);
+  if (emulated && p.backend == LinearBackend::Auto) return false;
   const bool ok = cublaslt_fp8_block_supported(dev.index);
   DSA_CHECK(ok || p.backend != LinearBackend::CublasLt,
             "linear_fp8_block: backend CublasLt requested but cuBLASLt has no block-scaled FP8 algorithm on {}", dev.str());

@@ -44,12 +44,14 @@ void moe_layer(const Tensor& x, const Tensor& token_ids, const MoeLayerWeights& 
 
   ExpertGemmParams gp;
   gp.tactic = p.tactic;
+  gp.m_alignment = p.alignment;
+  gp.rows_per_expert_hint = static_cast<double>(T) * static_cast<double>(k) / static_cast<double>(E);
   gp.fuse_swiglu = true;
   gp.swiglu_limit = p.swiglu_limit;
   ensure(ws.act, {l.rows_cap, I2 / 2}, DType::BF16, dev);
   expert_gemm(x, l.src_token, l.m_indices, w.w13, ws.act, gp);  // gather + gate/up + SwiGLU
-  ExpertGemmParams dp;
-  dp.tactic = p.tactic;
+  ExpertGemmParams dp = gp;
+  dp.fuse_swiglu = false;
   ensure(ws.y, {l.rows_cap, H}, DType::BF16, dev);
   expert_gemm(ws.act, Tensor(), l.m_indices, w.w2, ws.y, dp);
 
