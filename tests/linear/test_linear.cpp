@@ -110,7 +110,11 @@ TEST(LinearCuda, CublasLtFp8BlockScaleLayouts) {
   Fp8BlockWeight w = fp8_weight(N, K, rng);
   Fp8BlockWeight wd = to_dev(w);
   Tensor x = random_bf16({T, K}, rng, 1.f);
-  for (int64_t i = 0; i < T * K; i += 97) x.data<uint16_t>()[i] = f32_to_bf16_bits(30.f);  // uneven block scales
+  // Uneven block scales: an outlier in blocks with (t + kb) % 3 == 0 only, so a transposed or
+  // misplaced activation scale shows up as wrong outputs.
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t kb = 0; kb < K / 128; ++kb)
+      if ((t + kb) % 3 == 0) x.data<uint16_t>()[t * K + kb * 128 + (t * 7 + kb) % 128] = f32_to_bf16_bits(60.f);
   LinearFp8Params p;
   p.act_fp8 = true;
   Tensor want = Tensor::empty({T, N}, DType::BF16);

@@ -64,12 +64,12 @@ std::vector<Row> run(const Options& o) {
       r.gbs = bytes / (k_us * 1e-6) / 1e9;
       r.roofline_pct = std::max(bytes / (copy_gbs * 1e9), flops / (ceil_tflops * 1e12)) * 1e6 / k_us * 100;
       r.extra["actfp8_us"] = q_us;
-      r.extra["actfp8_backend"] = ops::linear_fp8_backend_name(pq, d);
+      r.extra["actfp8_backend"] = ops::linear_fp8_backend_name(pq, d, T, s.N, s.K);
       r.extra["cublas_bf16_us"] = b_us;
       r.extra["speedup_vs_bf16"] = b_us / k_us;
       rows.push_back(r);
       std::printf("%s: kernel %.1f us, act-fp8 (%s) %.1f us, cuBLAS bf16 %.1f us\n", r.name.c_str(), k_us,
-                  ops::linear_fp8_backend_name(pq, d), q_us, b_us);
+                  ops::linear_fp8_backend_name(pq, d, T, s.N, s.K), q_us, b_us);
       std::fflush(stdout);
     }
   }

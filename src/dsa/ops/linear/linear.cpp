@@ -107,9 +107,9 @@ static bool use_cublaslt(const LinearFp8Params& p, Device dev) {
   return ok;
 }
 
-const char* linear_fp8_backend_name(const LinearFp8Params& p, Device dev) {
+const char* linear_fp8_backend_name(const LinearFp8Params& p, Device dev, int64_t T, int64_t N, int64_t K) {
   if (!dev.is_cuda()) return "cpu";
-  return use_cublaslt(p, dev) ? "cublaslt" : "kernel";
+  return use_cublaslt(p, dev) && cublaslt_fp8_block_has_algo(T, N, K) ? "cublaslt" : "kernel";
 }
 
 void linear_fp8_block(const Tensor& x, const Fp8BlockWeight& w, Tensor& out, const LinearFp8Params& p) {
@@ -123,8 +123,9 @@ void linear_fp8_block(const Tensor& x, const Fp8BlockWeight& w, Tensor& out, con
   if (x.device().is_cuda() && use_cublaslt(p, x.device())) {
 #ifdef DSA_WITH_CUDA
     DSA_CHECK(K % 128 == 0, "linear_fp8_block: K={} must be a multiple of 128", K);
-    cuda::linear_fp8_block_cublaslt(x, w, out);
-    return;
+    if (cuda::linear_fp8_block_cublaslt(x, w, out)) return;
+    DSA_CHECK(p.backend != LinearBackend::CublasLt,
+              "linear_fp8_block: cuBLASLt has no block-scaled FP8 algorithm for T={} N={} K={}", T, N, K);
 #endif
   }
   Tensor a = x;
@@ -137,6 +138,7 @@ void linear_fp8_block(const Tensor& x, const Fp8BlockWeight& w, Tensor& out, con
 
 #ifndef DSA_WITH_CUDA
 bool cublaslt_fp8_block_supported(int) { return false; }
+bool cublaslt_fp8_block_has_algo(int64_t, int64_t, int64_t) { return false; }
 #endif
 
 }  // namespace dsa::ops

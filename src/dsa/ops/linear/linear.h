@@ -35,7 +35,12 @@ void fake_quant_act_fp8(const Tensor& x, Tensor& out);
 // (probed once per device with a small problem; false without CUDA).
 bool cublaslt_fp8_block_supported(int dev = 0);
 
-// Which backend linear_fp8_block would use for these parameters on `dev` ("kernel"/"cublaslt").
-const char* linear_fp8_backend_name(const LinearFp8Params& p, Device dev);
+// Whether cuBLASLt has a block-scaled FP8 algorithm for this problem (it has none for some small
+// T, e.g. T=1); linear_fp8_block then falls back to the kernel.
+bool cublaslt_fp8_block_has_algo(int64_t T, int64_t N, int64_t K);
+
+// Which backend linear_fp8_block uses for these parameters and shape on `dev`
+// ("cpu", "kernel" or "cublaslt").
+const char* linear_fp8_backend_name(const LinearFp8Params& p, Device dev, int64_t T, int64_t N, int64_t K);
 
 }  // namespace dsa::ops

@@ -136,6 +136,10 @@ bool cublaslt_fp8_block_supported(int dev) {
   return ok;
 }
 
+bool cublaslt_fp8_block_has_algo(int64_t T, int64_t N, int64_t K) {
+  return T > 0 && N > 0 && K % 128 == 0 && plan(true, T, N, K, false).ok;
+}
+
 namespace cuda {
 
 void linear_bf16(const Tensor& x, const Tensor& w, Tensor& out) {
@@ -148,9 +152,10 @@ void linear_bf16(const Tensor& x, const Tensor& w, Tensor& out) {
                                   p.d, &p.algo, lt().ws, lt().ws_bytes, 0));
 }
 
-void linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor& out) {
+bool linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor& out) {
   const int64_t T = x.size(0), K = x.size(1), N = w.weight.size(0);
-  if (T == 0 || N == 0) return;
+  if (T == 0 || N == 0) return true;
+  if (!plan(true, T, N, K, false).ok) return false;
   const auto [la, lb] = scale_layout();
   // Activations: e4m3 values and fp32 scales (scratch grown on demand).
   static Tensor q, s;
@@ -161,7 +166,6 @@ void linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor&
   cuda::launch_act_quant(x.raw(), T, K, static_cast<uint8_t*>(qv.raw()), sv.data<float>(), lb == 1, nullptr);
   DSA_CUDA_CHECK_LAUNCH();
   Plan& p = plan(true, T, N, K, false);
-  DSA_CHECK(p.ok, "linear_fp8_block: cuBLASLt found no block-scaled FP8 algorithm for T={} N={} K={}", T, N, K);
   const float* ws = weight_scales(w.scale, la);
   const void* as = sv.raw();
   DSA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ws, sizeof ws));
@@ -169,6 +173,7 @@ void linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor&
   const float alpha = 1.f, beta = 0.f;
   DSA_CUBLAS_CHECK(cublasLtMatmul(lt().h, p.op, &alpha, w.weight.raw(), p.a, qv.raw(), p.b, &beta, out.raw(), p.d,
                                   out.raw(), p.d, &p.algo, lt().ws, lt().ws_bytes, 0));
+  return true;
 }
 
 }  // namespace cuda

@@ -220,7 +220,6 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
     // Raw weights of this lane: per n-tile 16 (e2m1) or 32 (e4m3) bytes.
     uint32_t wr[NTW][FMT == kMxfp4 ? 4 : 8];
     uint32_t m1[NTW], m2[NTW];
-    bool two[NTW];
     float fsc[NTW];
 #pragma unroll
     for (int t = 0; t < NTW; ++t) {
@@ -229,12 +228,13 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
         const uint4 v = *reinterpret_cast<const uint4*>(Ws + w_off<FMT>(r, q));
         wr[t][0] = v.x; wr[t][1] = v.y; wr[t][2] = v.z; wr[t][3] = v.w;
         const uint32_t s = Ss[r * 4 + q];
-        // multiplier 2^(s-1) undoes the 2^-126 of the bit trick and applies 2^(s-127).
-        if (s <= 128) { m1[t] = (s + 126) << 7; two[t] = false; }
-        else if (s == 255) { m1[t] = 0x7FC0u; two[t] = false; }
-        else { m1[t] = 0x7E80u; m2[t] = s << 7; two[t] = true; }
-        m1[t] |= m1[t] << 16;
-        m2[t] = two[t] ? (m2[t] | (m2[t] << 16)) : 0u;
+        // Two exact bf16 multipliers, m1 * m2 = 2^126 * 2^(s-127): 2^(s-1) * 1 when s <= 128,
+        // else 2^126 * 2^(s-127) (2^(s-1) would overflow bf16); s = 255 (NaN scale) gives NaN.
+        // Branch-free so that the unrolled dequant/MMA stream stays one basic block.
+        const uint32_t a = s <= 128u ? (s + 126u) << 7 : (s == 255u ? 0x7FC0u : 0x7E80u);
+        const uint32_t b = (s <= 128u || s == 255u) ? 0x3F80u : s << 7;
+        m1[t] = a | (a << 16);
+        m2[t] = b | (b << 16);
       } else {
         const uint4 v0 = *reinterpret_cast<const uint4*>(Ws + w_off<FMT>(r, 2 * q));
         const uint4 v1 = *reinterpret_cast<const uint4*>(Ws + w_off<FMT>(r, 2 * q + 1));
@@ -278,9 +278,10 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
         uint32_t bx0, bx1, by0, by1;
         if (FMT == kMxfp4) {
           const uint32_t w = wr[t][jp];
-          bx0 = bmul2(e2m1_pair<0>(w), m1[t]); bx1 = bmul2(e2m1_pair<1>(w), m1[t]);
-          by0 = bmul2(e2m1_pair<2>(w), m1[t]); by1 = bmul2(e2m1_pair<3>(w), m1[t]);
-          if (two[t]) { bx0 = bmul2(bx0, m2[t]); bx1 = bmul2(bx1, m2[t]); by0 = bmul2(by0, m2[t]); by1 = bmul2(by1, m2[t]); }
+          bx0 = bmul2(bmul2(e2m1_pair<0>(w), m1[t]), m2[t]);
+          bx1 = bmul2(bmul2(e2m1_pair<1>(w), m1[t]), m2[t]);
+          by0 = bmul2(bmul2(e2m1_pair<2>(w), m1[t]), m2[t]);
+          by1 = bmul2(bmul2(e2m1_pair<3>(w), m1[t]), m2[t]);
         } else {
           constexpr uint32_t k2p120 = 0x7B807B80u;  // bf16x2 of 2^120
           const uint32_t wa = wr[t][2 * jp], wb = wr[t][2 * jp + 1];
