@@ -140,7 +140,7 @@ TEST(ExpertGemmCuda, MatchesCpuAllFormatsTilesAndShapes) {
           for (int64_t r = 0; r < c.layout.rows_cap; ++r)
             if (c.layout.m_indices.data<int32_t>()[r] >= 0) valid.push_back(r);
           const double atol = 1e-2 * rms_bf16(want) + 1e-6;
-          for (int tactic : {0, 1}) {
+          for (int tactic : {0, 1, 2}) {
             p.tactic = tactic;
             Tensor got = Tensor::empty({c.layout.rows_cap, cols}, DType::BF16, d);
             poison(got);
@@ -169,7 +169,7 @@ TEST(ExpertGemmCuda, DenseModeMatchesCpu) {
       Tensor x = random_bf16({T, K}, rng);
       Tensor want = Tensor::empty({T, N}, DType::BF16);
       expert_gemm(x, Tensor(), Tensor(), w, want);
-      for (int tactic : {0, 1}) {
+      for (int tactic : {0, 1, 2}) {
         ExpertGemmParams p;
         p.tactic = tactic;
         Tensor got = Tensor::empty({T, N}, DType::BF16, d);

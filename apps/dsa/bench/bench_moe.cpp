@@ -114,6 +114,18 @@ std::vector<Row> run(const Options& o) {
           },
           2, reps);
       const double routed_bytes = uniq * per_expert;
+      // Every tile (tactic) of the expert GEMMs, for choosing the automatic rule.
+      double tac_us[3];
+      for (int tac = 0; tac < 3; ++tac) {
+        ops::ExpertGemmParams g2 = gp, d2 = dp;
+        g2.tactic = d2.tactic = tac;
+        tac_us[tac] = time_us(
+            [&](int) {
+              ops::expert_gemm(xs[nrot - 1], ws.layout.src_token, ws.layout.m_indices, w.w13, ws.act, g2);
+              ops::expert_gemm(ws.act, Tensor(), ws.layout.m_indices, w.w2, ws.y, d2);
+            },
+            1, decode ? 20 : 3);
+      }
       // Baseline: per used expert, bf16 cuBLAS GEMMs (gate/up then down) on that expert's rows.
       Tensor bx = Tensor::empty({T * s.k, s.H}, DType::BF16, d), bh = Tensor::empty({T * s.k, 2 * s.I}, DType::BF16, d);
       Tensor ba = Tensor::empty({T * s.k, s.I}, DType::BF16, d), by = Tensor::empty({T * s.k, s.H}, DType::BF16, d);
@@ -143,14 +155,18 @@ std::vector<Row> run(const Options& o) {
       r.extra["gemm_%copy"] = routed_bytes / (gemm_us * 1e-6) / 1e9 / copy_gbs * 100;
       r.extra["gemm_TFLOP/s"] = 2.0 * T * s.k * 3.0 * s.H * s.I / (gemm_us * 1e-6) / 1e12;
       r.extra["experts_used"] = uniq;
+      r.extra["t0_us"] = tac_us[0];
+      r.extra["t1_us"] = tac_us[1];
+      r.extra["t2_us"] = tac_us[2];
       r.extra["cublas_bf16_us"] = base_us;
       r.extra["speedup_vs_bf16"] = base_us / gemm_us;
       r.extra["copy_GB/s"] = copy_gbs;
       r.extra["bf16_ceiling_TFLOP/s"] = ceil_tflops;
       rows.push_back(r);
-      std::printf("%s: layer %.1f us, expert GEMMs %.1f us (%.0f GB/s, %.1f TFLOP/s), cuBLAS bf16 per-expert %.1f us\n",
+      std::printf("%s: layer %.1f us, expert GEMMs %.1f us (%.0f GB/s, %.1f TFLOP/s; tiles 0/1/2: %.1f/%.1f/%.1f us), "
+                  "cuBLAS bf16 per-expert %.1f us\n",
                   r.name.c_str(), us, gemm_us, routed_bytes / (gemm_us * 1e-6) / 1e9,
-                  2.0 * T * s.k * 3.0 * s.H * s.I / (gemm_us * 1e-6) / 1e12, base_us);
+                  2.0 * T * s.k * 3.0 * s.H * s.I / (gemm_us * 1e-6) / 1e12, tac_us[0], tac_us[1], tac_us[2], base_us);
       std::fflush(stdout);
     }
   }

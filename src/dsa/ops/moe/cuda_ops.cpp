@@ -82,9 +82,9 @@ void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices,
     const double per_group = p.rows_per_expert_hint > 0 ? p.rows_per_expert_hint
                              : args.m_indices          ? static_cast<double>(args.rows) / std::max(1, args.E)
                                                        : static_cast<double>(args.rows);
-    tile = per_group >= 32 ? 1 : 0;
+    tile = per_group >= 32 ? 1 : (per_group < 1 ? 2 : 0);
   }
-  if (args.m_indices && p.m_alignment % 64 != 0) tile = 0;
+  if (tile == 1 && args.m_indices && p.m_alignment % 64 != 0) tile = 0;
 
   Tensor scale_f32;
   if (w.format == WeightFormat::MXFP4) {

@@ -86,7 +86,7 @@ void validate_expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m
   DSA_CHECK(N % (p.fuse_swiglu ? 16 : 8) == 0 && N > 0, "expert_gemm: N={} must be a positive multiple of {}", N,
             p.fuse_swiglu ? 16 : 8);
   DSA_CHECK(p.swiglu_limit >= 0.f, "expert_gemm: swiglu_limit {} must be >= 0", p.swiglu_limit);
-  DSA_CHECK(p.tactic >= -1 && p.tactic <= 1, "expert_gemm: tactic {} outside [-1, 1]", p.tactic);
+  DSA_CHECK(p.tactic >= -1 && p.tactic <= 2, "expert_gemm: tactic {} outside [-1, 2]", p.tactic);
   int64_t rows = a.size(0);
   if (m_indices.defined()) {
     DSA_CHECK(m_indices.dim() == 1 && m_indices.dtype() == DType::I32 && m_indices.is_contiguous(),

@@ -6,11 +6,14 @@ namespace dsa::ops::cuda::egemm {
 // tile 0: 16 x 64, 4 stages (~49 KB); tile 1: 64 x 64, 3 stages (~74 KB). (64 x 128 needs 255
 // registers with the per-chunk fp32 partial sums and spills on sm_90a, so the FP8 prefill tile is
 // narrower than the MXFP4 one.)
+// tile 2: tile 0 with 8 warps splitting every chunk's k in two.
 void launch_fp8(const Args& a, int tile) {
   if (tile == 0)
     launch<kFp8, 16, 2, 4>(a);
-  else
+  else if (tile == 1)
     launch<kFp8, 64, 2, 3>(a);
+  else
+    launch<kFp8, 16, 2, 4, 2>(a);
 }
 
 // UE8M0 block scales -> fp32 (the kernel reads fp32 scales). One thread per scale.

@@ -4,7 +4,8 @@
 // What it computes: out[r][n] = sum_k a[src(r)][k] * dequant(W[e(r)])[n][k] (expert_gemm.h),
 // optionally with SwiGLU fused on the fp32 accumulators.
 //
-// Launch shape: grid (ceil(N_tiles), ceil(rows / BM)), 128 threads (4 warps side by side along N).
+// Launch shape: grid (ceil(N_tiles), ceil(rows / BM)), 128 threads (4 warps side by side along N),
+// or 256 with KSPLIT = 2 (two warps per weight-row group, each taking half of every chunk's k).
 // A CTA owns BM rows (one expert: segments are aligned to a multiple of BM) and BN = 4*NTW*8
 // weight rows. blockIdx.x runs over N so that the CTAs of one row tile run together and share
 // the activation tile through L2. Tiles whose expert is -1 (padding beyond the used rows: the
@@ -40,10 +41,10 @@ namespace dsa::ops::cuda::egemm {
 
 enum Fmt : int { kMxfp4 = 0, kFp8 = 1 };
 
-template <int FMT, int BM, int NTW, int STAGES>
+template <int FMT, int BM, int NTW, int STAGES, int KSPLIT>
 struct Cfg {
-  static constexpr int kWarps = 4, kThreads = 128;
-  static constexpr int BN = kWarps * NTW * 8;
+  static constexpr int kWarps = 4 * KSPLIT, kThreads = 32 * kWarps;
+  static constexpr int BN = 4 * NTW * 8;
   static constexpr int kWRow = FMT == kMxfp4 ? 64 : 128;  // weight bytes per row per chunk
   static constexpr int kABytes = BM * 256;
   static constexpr int kWBytes = BN * kWRow;
@@ -107,13 +108,19 @@ __device__ __forceinline__ int w_off(int r, int u) {
   return FMT == kMxfp4 ? r * 64 + u * 16 : r * 128 + ((u ^ (r & 1)) << 4);
 }
 
-template <int FMT, int BM, int NTW, int STAGES>
-__global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
-  using C = Cfg<FMT, BM, NTW, STAGES>;
-  constexpr int BN = C::BN, MT = BM / 16, HALF = NTW / 2;
+template <int FMT, int BM, int NTW, int STAGES, int KSPLIT>
+__global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p) {
+  using C = Cfg<FMT, BM, NTW, STAGES, KSPLIT>;
+  constexpr int BN = C::BN, MT = BM / 16, HALF = NTW / 2, NT = C::kThreads;
+  constexpr int JP = 4 / KSPLIT;                 // 16-k steps (pairs of MMAs) per warp per chunk
+  constexpr int WPJ = FMT == kMxfp4 ? 1 : 2;     // weight words per step
   extern __shared__ __align__(128) uint8_t smem[];
 
+  // Warp (ng, ks): ng = which 8*NTW weight rows, ks = which part of every chunk's k range (with
+  // KSPLIT = 2 two warps share the rows and split k; their sums are added at the end). KSPLIT = 2
+  // doubles the warps per weight byte, for decode where few CTAs exist (latency-bound).
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
+  const int ng = warp & 3, ks = warp >> 2;
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * BM;
   const int e = p.m_indices ? p.m_indices[m0] : 0;
   if (e < 0 || e >= p.E) return;  // padding tile (or out-of-range expert id): nothing to do
@@ -131,13 +138,14 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
   auto wrow_ok = [&](int r, int row) { return p.swiglu ? (blockIdx.x * (BN / 2) + (r / (NTW * 8)) * HALF * 8 + ((r / 8) % NTW % HALF) * 8 + r % 8) < half_n : row < N; };
 
   // ---- per-thread copy assignments (fixed for the whole K loop) ----
-  constexpr int kAUnits = BM * 16 / 128;  // 16-byte activation units per thread per chunk
+  constexpr int kAUnits = BM * 16 / NT;  // 16-byte activation units per thread per chunk
+  static_assert(kAUnits >= 1 && BM * 16 % NT == 0, "activation copy split");
   const __nv_bfloat16* a_src[kAUnits];
   const __nv_bfloat16* A = static_cast<const __nv_bfloat16*>(p.a);
   int a_dst[kAUnits];
 #pragma unroll
   for (int i = 0; i < kAUnits; ++i) {
-    const int idx = tid + i * 128, r = idx >> 4, u = idx & 15;
+    const int idx = tid + i * NT, r = idx >> 4, u = idx & 15;
     const int64_t row = m0 + r;
     bool ok = row < p.rows && (!p.m_indices || p.m_indices[row] == e);
     int64_t src = row;
@@ -147,13 +155,14 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
     a_dst[i] = a_off(r, u);
   }
   constexpr int kUPerRow = C::kWRow / 16;
-  constexpr int kWUnits = BN * kUPerRow / 128;
+  constexpr int kWUnits = BN * kUPerRow / NT;
+  static_assert(kWUnits >= 1 && BN * kUPerRow % NT == 0, "weight copy split");
   const uint8_t* w_src[kWUnits];
   int w_dst[kWUnits];
   const int64_t wrow_bytes = FMT == kMxfp4 ? K / 2 : K;
 #pragma unroll
   for (int i = 0; i < kWUnits; ++i) {
-    const int idx = tid + i * 128, r = idx / kUPerRow, u = idx % kUPerRow;
+    const int idx = tid + i * NT, r = idx / kUPerRow, u = idx % kUPerRow;
     const int row = wrow(r);
     w_src[i] = wrow_ok(r, row) ? p.w + (static_cast<int64_t>(e) * N + row) * wrow_bytes + u * 16 : nullptr;
     w_dst[i] = w_off<FMT>(r, u);
@@ -217,16 +226,21 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
     const uint8_t* Ws = As + C::kABytes;
     const uint8_t* Ss = Ws + C::kWBytes;
 
-    // Raw weights of this lane: per n-tile 16 (e2m1) or 32 (e4m3) bytes.
-    uint32_t wr[NTW][FMT == kMxfp4 ? 4 : 8];
+    // Raw weights of this lane for its k steps: per n-tile 16 (e2m1) or 32 (e4m3) bytes in all.
+    uint32_t wr[NTW][JP * WPJ];
     uint32_t m1[NTW], m2[NTW];
     float fsc[NTW];
 #pragma unroll
     for (int t = 0; t < NTW; ++t) {
-      const int r = warp * NTW * 8 + t * 8 + g;
+      const int r = ng * NTW * 8 + t * 8 + g;
       if (FMT == kMxfp4) {
         const uint4 v = *reinterpret_cast<const uint4*>(Ws + w_off<FMT>(r, q));
-        wr[t][0] = v.x; wr[t][1] = v.y; wr[t][2] = v.z; wr[t][3] = v.w;
+        if constexpr (KSPLIT == 1) {
+          wr[t][0] = v.x; wr[t][1] = v.y; wr[t][2 % (JP * WPJ)] = v.z; wr[t][3 % (JP * WPJ)] = v.w;
+        } else {
+          wr[t][0] = ks ? v.z : v.x;
+          wr[t][1] = ks ? v.w : v.y;
+        }
         const uint32_t s = Ss[r * 4 + q];
         // Two exact bf16 multipliers, m1 * m2 = 2^126 * 2^(s-127): 2^(s-1) * 1 when s <= 128,
         // else 2^126 * 2^(s-127) (2^(s-1) would overflow bf16); s = 255 (NaN scale) gives NaN.
@@ -236,11 +250,16 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
         m1[t] = a | (a << 16);
         m2[t] = b | (b << 16);
       } else {
-        const uint4 v0 = *reinterpret_cast<const uint4*>(Ws + w_off<FMT>(r, 2 * q));
-        const uint4 v1 = *reinterpret_cast<const uint4*>(Ws + w_off<FMT>(r, 2 * q + 1));
-        wr[t][0] = v0.x; wr[t][1] = v0.y; wr[t][2] = v0.z; wr[t][3] = v0.w;
-        wr[t][4] = v1.x; wr[t][5] = v1.y; wr[t][6] = v1.z; wr[t][7] = v1.w;
-        fsc[t] = reinterpret_cast<const float*>(Ss)[warp * NTW + t];
+        if constexpr (KSPLIT == 1) {
+          const uint4 v0 = *reinterpret_cast<const uint4*>(Ws + w_off<FMT>(r, 2 * q));
+          const uint4 v1 = *reinterpret_cast<const uint4*>(Ws + w_off<FMT>(r, 2 * q + 1));
+          wr[t][0] = v0.x; wr[t][1] = v0.y; wr[t][2] = v0.z; wr[t][3] = v0.w;
+          wr[t][4 % (JP * WPJ)] = v1.x; wr[t][5 % (JP * WPJ)] = v1.y; wr[t][6 % (JP * WPJ)] = v1.z; wr[t][7 % (JP * WPJ)] = v1.w;
+        } else {
+          const uint4 v = *reinterpret_cast<const uint4*>(Ws + w_off<FMT>(r, 2 * q + ks));
+          wr[t][0] = v.x; wr[t][1] = v.y; wr[t][2] = v.z; wr[t][3] = v.w;
+        }
+        fsc[t] = reinterpret_cast<const float*>(Ss)[ng * NTW + t];
       }
     }
     float part[FMT == kFp8 ? MT : 1][NTW][4];
@@ -254,7 +273,8 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
     }
 
 #pragma unroll
-    for (int jp = 0; jp < 4; ++jp) {
+    for (int jj = 0; jj < JP; ++jj) {
+      const int jp = ks * JP + jj;
       // Activation fragments for the two MMAs (X, Y) covering k = 32q + 8jp + [0, 8).
       uint32_t ax[MT][4], ay[MT][4];
 #pragma unroll
@@ -277,14 +297,14 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
       for (int t = 0; t < NTW; ++t) {
         uint32_t bx0, bx1, by0, by1;
         if (FMT == kMxfp4) {
-          const uint32_t w = wr[t][jp];
+          const uint32_t w = wr[t][jj];
           bx0 = bmul2(bmul2(e2m1_pair<0>(w), m1[t]), m2[t]);
           bx1 = bmul2(bmul2(e2m1_pair<1>(w), m1[t]), m2[t]);
           by0 = bmul2(bmul2(e2m1_pair<2>(w), m1[t]), m2[t]);
           by1 = bmul2(bmul2(e2m1_pair<3>(w), m1[t]), m2[t]);
         } else {
           constexpr uint32_t k2p120 = 0x7B807B80u;  // bf16x2 of 2^120
-          const uint32_t wa = wr[t][2 * jp], wb = wr[t][2 * jp + 1];
+          const uint32_t wa = wr[t][2 * jj], wb = wr[t][2 * jj + 1];
           bx0 = bmul2(e4m3_pair02(wa), k2p120); bx1 = bmul2(e4m3_pair13(wa), k2p120);
           by0 = bmul2(e4m3_pair02(wb), k2p120); by1 = bmul2(e4m3_pair13(wb), k2p120);
         }
@@ -310,6 +330,27 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
     }
   }
   cp_async_wait<0>();
+  if constexpr (KSPLIT == 2) {  // add the k-half sums of warp pairs (ng, 1) into (ng, 0)
+    constexpr int NACC = MT * NTW * 4;
+    __syncthreads();  // every warp is done with the pipeline buffers
+    float* red = reinterpret_cast<float*>(smem) + (ng * 32 + lane) * NACC;
+    if (ks == 1) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int t = 0; t < NTW; ++t)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) red[(mt * NTW + t) * 4 + c] = acc[mt][t][c];
+    }
+    __syncthreads();
+    if (ks == 1) return;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int t = 0; t < NTW; ++t)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[mt][t][c] += red[(mt * NTW + t) * 4 + c];
+  }
 
   // ---- epilogue: fp32 accumulators -> bf16 (optionally SwiGLU), valid rows only ----
 #pragma unroll
@@ -322,7 +363,7 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
       if (!p.swiglu) {
 #pragma unroll
         for (int t = 0; t < NTW; ++t) {
-          const int col = blockIdx.x * BN + warp * NTW * 8 + t * 8 + 2 * q;
+          const int col = blockIdx.x * BN + ng * NTW * 8 + t * 8 + 2 * q;
           if (col < N)
             *reinterpret_cast<__nv_bfloat162*>(orow + col) =
                 __floats2bfloat162_rn(acc[mt][t][2 * hrow], acc[mt][t][2 * hrow + 1]);
@@ -330,7 +371,7 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
       } else {
 #pragma unroll
         for (int t = 0; t < HALF; ++t) {
-          const int col = blockIdx.x * (BN / 2) + warp * HALF * 8 + t * 8 + 2 * q;
+          const int col = blockIdx.x * (BN / 2) + ng * HALF * 8 + t * 8 + 2 * q;
           if (col >= half_n) continue;
           float v[2];
 #pragma unroll
@@ -350,10 +391,10 @@ __global__ void __launch_bounds__(128) expert_gemm_kernel(const Args p) {
 }
 
 // Host-side launch of one configuration (defined in the format's .cu).
-template <int FMT, int BM, int NTW, int STAGES>
+template <int FMT, int BM, int NTW, int STAGES, int KSPLIT = 1>
 void launch(const Args& a) {
-  using C = Cfg<FMT, BM, NTW, STAGES>;
-  auto kern = expert_gemm_kernel<FMT, BM, NTW, STAGES>;
+  using C = Cfg<FMT, BM, NTW, STAGES, KSPLIT>;
+  auto kern = expert_gemm_kernel<FMT, BM, NTW, STAGES, KSPLIT>;
   static const bool attr_set = [&] {  // once per instantiation (single-device assumption)
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     return true;
