@@ -82,7 +82,11 @@ void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices,
     const double per_group = p.rows_per_expert_hint > 0 ? p.rows_per_expert_hint
                              : args.m_indices          ? static_cast<double>(args.rows) / std::max(1, args.E)
                                                        : static_cast<double>(args.rows);
-    tile = per_group >= 32 ? 1 : (per_group < 1 ? 2 : 0);
+    // Measured on the H200 (docs/perf/moe-results.md): the k-split tile only pays for MXFP4 when
+    // there is about one row per used expert and few experts (V4-Flash T=1: 80 vs 88 us); FP8
+    // and T >= 8 are faster with tile 0; 64-row tiles from ~32 rows per expert.
+    const bool tiny = w.format == WeightFormat::MXFP4 && per_group < 0.1;
+    tile = per_group >= 32 ? 1 : (tiny ? 2 : 0);
   }
   if (tile == 1 && args.m_indices && p.m_alignment % 64 != 0) tile = 0;
 

@@ -40,7 +40,7 @@ struct ExpertGemmParams {
   float swiglu_limit = 0.f;  // 0: no clamp
   // -1 auto; 0: 16-row tiles (decode, weight streaming); 1: 64-row tiles (prefill); 2: 16-row
   // tiles with two warps per weight row group splitting k (decode with few CTAs, e.g. T=1).
-  // Auto: 2 below one row per expert, 0 below 32, else 1 (see docs/perf/moe-results.md).
+  // Auto: 2 for MXFP4 below 0.1 rows per expert, 0 below 32, else 1 (docs/perf/moe-results.md).
   int tactic = -1;
   // Row alignment of the expert segments in m_indices (layout.h alignment): 64-row tiles are only
   // used when it is a multiple of 64. Must be a multiple of 16 (ignored in dense mode).
