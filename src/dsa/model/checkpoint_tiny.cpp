@@ -1,0 +1,334 @@
+#include "dsa/model/checkpoint_tiny.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <random>
+
+#include "dsa/core/dtype_conv.h"
+#include "dsa/core/error.h"
+#include "dsa/model/checkpoint.h"
+
+namespace dsa {
+
+using weights::WeightSpec;
+
+weights::DeepseekV4Dims tiny_deepseek_v4_dims() {
+  weights::DeepseekV4Dims d;
+  d.vocab = 512;
+  d.hidden = 256;
+  d.layers = 4;
+  d.heads = 4;
+  d.head_dim = 512;
+  d.rope_dim = 64;
+  d.q_lora = 128;
+  d.o_groups = 2;
+  d.o_lora = 128;
+  d.index_heads = 4;
+  d.index_head_dim = 128;
+  d.experts = 8;
+  d.experts_per_tok = 2;
+  d.shared_experts = 1;
+  d.moe_inter = 128;
+  d.hc_mult = 4;
+  d.hash_layers = 2;
+  d.mtp_layers = 1;
+  d.compress_ratios = {0, 4, 128, 4, 0};  // + the MTP layer (sliding)
+  return d;
+}
+
+weights::Glm5Dims tiny_glm5_dims() {
+  weights::Glm5Dims d;
+  d.vocab = 512;
+  d.hidden = 256;
+  d.layers = 4;
+  d.heads = 4;
+  d.q_lora = 128;
+  d.kv_lora = 512;
+  d.qk_nope = 192;
+  d.qk_rope = 64;
+  d.v_head = 256;
+  d.index_heads = 4;
+  d.index_head_dim = 128;
+  d.experts = 8;
+  d.shared_experts = 1;
+  d.moe_inter = 128;
+  d.dense_inter = 256;
+  d.first_dense = 1;
+  d.mtp_layers = 1;
+  d.indexer_full = {true, false, true, false};
+  return d;
+}
+
+nlohmann::json deepseek_v4_config_json(const weights::DeepseekV4Dims& d, int64_t index_topk, int64_t sliding_window) {
+  nlohmann::json c = {
+      {"architectures", {"DeepseekV4ForCausalLM"}},
+      {"model_type", "deepseek_v4"},
+      {"vocab_size", d.vocab},
+      {"hidden_size", d.hidden},
+      {"moe_intermediate_size", d.moe_inter},
+      {"num_hidden_layers", d.layers},
+      {"num_attention_heads", d.heads},
+      {"num_key_value_heads", 1},
+      {"head_dim", d.head_dim},
+      {"qk_rope_head_dim", d.rope_dim},
+      {"q_lora_rank", d.q_lora},
+      {"o_lora_rank", d.o_lora},
+      {"o_groups", d.o_groups},
+      {"hidden_act", "silu"},
+      {"swiglu_limit", 10.0},
+      {"rms_norm_eps", 1e-6},
+      {"max_position_embeddings", 65536},
+      {"sliding_window", sliding_window},
+      {"rope_theta", 10000.0},
+      {"compress_rope_theta", 160000.0},
+      {"rope_scaling",
+       {{"type", "yarn"}, {"factor", 16}, {"original_max_position_embeddings", 65536}, {"beta_fast", 32}, {"beta_slow", 1}}},
+      {"num_nextn_predict_layers", d.mtp_layers},
+      {"compress_ratios", d.compress_ratios},
+      {"index_n_heads", d.index_heads},
+      {"index_head_dim", d.index_head_dim},
+      {"index_topk", index_topk},
+      {"hc_mult", d.hc_mult},
+      {"hc_sinkhorn_iters", 20},
+      {"hc_eps", 1e-6},
+      {"n_routed_experts", d.experts},
+      {"n_shared_experts", d.shared_experts},
+      {"num_experts_per_tok", d.experts_per_tok},
+      {"norm_topk_prob", true},
+      {"routed_scaling_factor", 1.5},
+      {"scoring_func", "sqrtsoftplus"},
+      {"topk_method", "noaux_tc"},
+      {"num_hash_layers", d.hash_layers},
+      {"bos_token_id", 0},
+      {"eos_token_id", 1},
+      {"tie_word_embeddings", false},
+      {"torch_dtype", "bfloat16"},
+  };
+  if (d.fp4_experts) c["expert_dtype"] = "fp4";
+  if (d.fp8)
+    c["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"},     {"quant_method", "fp8"},
+                                {"scale_fmt", "ue8m0"},           {"weight_block_size", {128, 128}}};
+  return c;
+}
+
+nlohmann::json glm5_config_json(const weights::Glm5Dims& d, int64_t index_topk) {
+  std::vector<std::string> indexer_types;
+  for (bool f : d.indexer_full) indexer_types.push_back(f ? "full" : "shared");
+  nlohmann::json c = {
+      {"architectures", {"GlmMoeDsaForCausalLM"}},
+      {"model_type", "glm_moe_dsa"},
+      {"attention_bias", false},
+      {"hidden_act", "silu"},
+      {"vocab_size", d.vocab},
+      {"hidden_size", d.hidden},
+      {"intermediate_size", d.dense_inter},
+      {"moe_intermediate_size", d.moe_inter},
+      {"num_hidden_layers", d.layers},
+      {"num_attention_heads", d.heads},
+      {"num_key_value_heads", d.heads},
+      {"n_routed_experts", d.experts},
+      {"n_shared_experts", d.shared_experts},
+      {"num_experts_per_tok", 2},
+      {"first_k_dense_replace", d.first_dense},
+      {"n_group", 1},
+      {"topk_group", 1},
+      {"norm_topk_prob", true},
+      {"routed_scaling_factor", 2.5},
+      {"scoring_func", "sigmoid"},
+      {"topk_method", "noaux_tc"},
+      {"q_lora_rank", d.q_lora},
+      {"kv_lora_rank", d.kv_lora},
+      {"qk_nope_head_dim", d.qk_nope},
+      {"qk_rope_head_dim", d.qk_rope},
+      {"v_head_dim", d.v_head},
+      {"index_n_heads", d.index_heads},
+      {"index_head_dim", d.index_head_dim},
+      {"index_topk", index_topk},
+      {"indexer_types", indexer_types},
+      {"rope_theta", 1000000.0},
+      {"rms_norm_eps", 1e-5},
+      {"max_position_embeddings", 4096},
+      {"num_nextn_predict_layers", d.mtp_layers},
+      {"bos_token_id", 0},
+      {"eos_token_id", 1},
+      {"tie_word_embeddings", false},
+      {"torch_dtype", "bfloat16"},
+  };
+  if (d.fp8)
+    c["quantization_config"] = {
+        {"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  return c;
+}
+
+namespace {
+
+// Deterministic random source for tiny weights.
+struct Gen {
+  std::mt19937_64 rng;
+  float normal(float sd) { return std::normal_distribution<float>(0.f, sd)(rng); }
+  int64_t randint(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
+};
+
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+// Values of a logical [out][in] float weight; std 1/sqrt(in) keeps activations O(1).
+std::vector<float> random_matrix(Gen& g, int64_t out, int64_t in) {
+  std::vector<float> w(static_cast<size_t>(out * in));
+  const float sd = 1.f / std::sqrt(static_cast<float>(in));
+  for (auto& x : w) x = g.normal(sd);
+  return w;
+}
+
+// FP8 block quantization of w [out][in] with 128x128 blocks: scale = amax / 448, rounded up to a
+// power of two for UE8M0 (exact then), kept as fp32 for F32 weight_scale_inv.
+void quantize_fp8(const std::vector<float>& w, int64_t out, int64_t in, Tensor& q, Tensor& scale) {
+  const int64_t rb = weights::ceil_div(out, weights::kFp8Block), cb = weights::ceil_div(in, weights::kFp8Block);
+  const bool ue8m0 = scale.dtype() == DType::E8M0;
+  for (int64_t bi = 0; bi < rb; ++bi)
+    for (int64_t bj = 0; bj < cb; ++bj) {
+      float amax = 0.f;
+      const int64_t r1 = std::min(out, (bi + 1) * weights::kFp8Block), c1 = std::min(in, (bj + 1) * weights::kFp8Block);
+      for (int64_t r = bi * weights::kFp8Block; r < r1; ++r)
+        for (int64_t c = bj * weights::kFp8Block; c < c1; ++c) amax = std::max(amax, std::fabs(w[r * in + c]));
+      float s = amax > 0.f ? amax / 448.f : 1.f;
+      if (ue8m0) {
+        uint8_t e = f32_to_ue8m0_ceil(s);
+        scale.data<uint8_t>()[bi * cb + bj] = e;
+        s = ue8m0_to_f32(e);
+      } else {
+        scale.data<float>()[bi * cb + bj] = s;
+      }
+      for (int64_t r = bi * weights::kFp8Block; r < r1; ++r)
+        for (int64_t c = bj * weights::kFp8Block; c < c1; ++c) q.data<uint8_t>()[r * in + c] = f32_to_e4m3(w[r * in + c] / s);
+    }
+}
+
+// MXFP4: per row, blocks of 32 along `in`, scale = 2^ceil(log2(amax / 6)); two e2m1 per byte,
+// low nibble = even element.
+void quantize_mxfp4(const std::vector<float>& w, int64_t out, int64_t in, Tensor& q, Tensor& scale) {
+  const int64_t nb = in / weights::kMxfp4Block;
+  for (int64_t r = 0; r < out; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      float amax = 0.f;
+      for (int64_t k = 0; k < weights::kMxfp4Block; ++k) amax = std::max(amax, std::fabs(w[r * in + b * 32 + k]));
+      const uint8_t e = f32_to_ue8m0_ceil(amax > 0.f ? amax / 6.f : 1.f);
+      scale.data<uint8_t>()[r * nb + b] = e;
+      const float s = ue8m0_to_f32(e);
+      for (int64_t k = 0; k < weights::kMxfp4Block; k += 2) {
+        const int64_t c = b * 32 + k;
+        const uint8_t lo = f32_to_e2m1(w[r * in + c] / s), hi = f32_to_e2m1(w[r * in + c + 1] / s);
+        q.data<uint8_t>()[r * (in / 2) + c / 2] = static_cast<uint8_t>(lo | (hi << 4));
+      }
+    }
+}
+
+// Values for a non-linear tensor, chosen by its role (name) so that the model is well behaved.
+void fill_other(Gen& g, const WeightSpec& s, Tensor& t, int64_t n_experts) {
+  const int64_t n = t.numel();
+  auto set = [&](auto fn) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = fn(i);
+      if (t.dtype() == DType::F32) t.data<float>()[i] = v;
+      else t.data<uint16_t>()[i] = f32_to_bf16_bits(v);
+    }
+  };
+  const std::string& nm = s.name;
+  if (t.dtype() == DType::I32 || t.dtype() == DType::I64) {
+    // tid2eid [vocab][k]: k distinct experts per token.
+    const int64_t k = s.shape.back(), rows = n / k;
+    std::vector<int64_t> perm(static_cast<size_t>(n_experts));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), g.rng);
+      for (int64_t j = 0; j < k; ++j) {
+        if (t.dtype() == DType::I32) t.data<int32_t>()[r * k + j] = static_cast<int32_t>(perm[j]);
+        else t.data<int64_t>()[r * k + j] = perm[j];
+      }
+    }
+    return;
+  }
+  if (ends_with(nm, "norm.weight") || ends_with(nm, "layernorm.weight")) return set([&](int64_t) { return 1.f + g.normal(0.1f); });
+  if (ends_with(nm, "k_norm.bias")) return set([&](int64_t) { return g.normal(0.1f); });
+  if (ends_with(nm, "_fn")) return set([&](int64_t) { return g.normal(0.05f); });
+  if (ends_with(nm, "_base")) return set([&](int64_t) { return g.normal(0.1f); });
+  if (ends_with(nm, "_scale")) return set([&](int64_t) { return 1.f + g.normal(0.1f); });
+  if (ends_with(nm, "attn_sink")) return set([&](int64_t) { return g.normal(0.5f); });
+  if (ends_with(nm, ".ape")) return set([&](int64_t) { return g.normal(0.3f); });
+  if (ends_with(nm, "gate.bias") || ends_with(nm, "e_score_correction_bias")) return set([&](int64_t) { return g.normal(0.05f); });
+  if (nm == "embed.weight" || nm == "model.embed_tokens.weight") return set([&](int64_t) { return g.normal(1.f); });
+  // Any other 2-D tensor is a plain linear weight [out][in].
+  const float sd = s.shape.size() == 2 ? 1.f / std::sqrt(static_cast<float>(s.shape[1])) : 0.1f;
+  set([&](int64_t) { return g.normal(sd); });
+}
+
+}  // namespace
+
+TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& dir) {
+  TinyCheckpoint out;
+  std::vector<WeightSpec> specs;
+  int64_t n_experts = 0;
+  if (opt.arch == "deepseek_v4") {
+    auto d = tiny_deepseek_v4_dims();
+    d.fp8 = opt.fp8;
+    d.fp4_experts = opt.fp4_experts;
+    specs = weights::deepseek_v4_weight_specs(d);
+    out.config = deepseek_v4_config_json(d, /*index_topk=*/4, /*sliding_window=*/128);
+    n_experts = d.experts;
+  } else if (opt.arch == "glm_moe_dsa") {
+    auto d = tiny_glm5_dims();
+    d.fp8 = opt.fp8;
+    specs = weights::glm5_weight_specs(d);
+    out.config = glm5_config_json(d, /*index_topk=*/4);
+    n_experts = d.experts;
+  } else {
+    fail("make-tiny: unknown arch '{}' (expected deepseek_v4 or glm_moe_dsa)", opt.arch);
+  }
+
+  Gen g{std::mt19937_64(opt.seed)};
+  std::map<std::string, const WeightSpec*> by_name;
+  for (const auto& s : specs) by_name[s.name] = &s;
+  std::map<std::string, Tensor> made;
+  for (const auto& s : specs) {
+    if (made.count(s.name)) continue;  // a scale written with its weight
+    Tensor t = Tensor::empty(s.shape, s.dtype);
+    if (s.dtype == DType::E4M3 || s.dtype == DType::I8) {
+      const std::string base = s.name.substr(0, s.name.size() - std::string(".weight").size());
+      const WeightSpec* sc = by_name.count(base + ".scale") ? by_name[base + ".scale"] : by_name[base + ".weight_scale_inv"];
+      DSA_CHECK(sc, "make-tiny: no scale tensor for {}", s.name);
+      Tensor scale = Tensor::empty(sc->shape, sc->dtype);
+      if (s.dtype == DType::E4M3) {
+        const int64_t o = s.shape[0], i = s.shape[1];
+        quantize_fp8(random_matrix(g, o, i), o, i, t, scale);
+      } else {
+        const int64_t o = s.shape[0], i = s.shape[1] * 2;
+        quantize_mxfp4(random_matrix(g, o, i), o, i, t, scale);
+      }
+      made[sc->name] = scale;
+    } else if (s.dtype == DType::E8M0) {
+      fail("make-tiny: scale {} without its weight", s.name);
+    } else {
+      fill_other(g, s, t, n_experts);
+    }
+    made[s.name] = t;
+  }
+  std::vector<std::pair<std::string, Tensor>> ordered;
+  for (const auto& s : specs) ordered.emplace_back(s.name, made.at(s.name));
+
+  std::filesystem::create_directories(dir);
+  out.shards = write_sharded_checkpoint(dir, ordered, opt.max_shard_bytes).size();
+  std::ofstream cf(std::filesystem::path(dir) / "config.json");
+  DSA_CHECK(cf, "{}/config.json: cannot create", dir);
+  cf << out.config.dump(2) << "\n";
+  DSA_CHECK(cf.good(), "{}/config.json: write failed", dir);
+  out.tensors = ordered.size();
+  for (const auto& [_, t] : ordered) out.bytes += t.nbytes();
+  return out;
+}
+
+}  // namespace dsa
