@@ -10,6 +10,8 @@
 
 #include "dsa/core/dtype_conv.h"
 #include "dsa/core/error.h"
+#include "dsa/formats/fp8_block.h"
+#include "dsa/formats/mxfp4.h"
 #include "dsa/model/checkpoint.h"
 
 namespace dsa {
@@ -185,47 +187,24 @@ std::vector<float> random_matrix(Gen& g, int64_t out, int64_t in) {
   return w;
 }
 
-// FP8 block quantization of w [out][in] with 128x128 blocks: scale = amax / 448, rounded up to a
-// power of two for UE8M0 (exact then), kept as fp32 for F32 weight_scale_inv.
+// Quantization goes through dsa::formats (the engine's own FP8-block and MXFP4 encoders):
+// FP8 scale = amax / 448 per 128x128 block, a power of two for UE8M0 and exact for GLM's fp32
+// weight_scale_inv; MXFP4 scale = 2^ceil(log2(amax / 6)) per 32 values, low nibble first.
 void quantize_fp8(const std::vector<float>& w, int64_t out, int64_t in, Tensor& q, Tensor& scale) {
-  const int64_t rb = weights::ceil_div(out, weights::kFp8Block), cb = weights::ceil_div(in, weights::kFp8Block);
-  const bool ue8m0 = scale.dtype() == DType::E8M0;
-  for (int64_t bi = 0; bi < rb; ++bi)
-    for (int64_t bj = 0; bj < cb; ++bj) {
-      float amax = 0.f;
-      const int64_t r1 = std::min(out, (bi + 1) * weights::kFp8Block), c1 = std::min(in, (bj + 1) * weights::kFp8Block);
-      for (int64_t r = bi * weights::kFp8Block; r < r1; ++r)
-        for (int64_t c = bj * weights::kFp8Block; c < c1; ++c) amax = std::max(amax, std::fabs(w[r * in + c]));
-      float s = amax > 0.f ? amax / 448.f : 1.f;
-      if (ue8m0) {
-        uint8_t e = f32_to_ue8m0_ceil(s);
-        scale.data<uint8_t>()[bi * cb + bj] = e;
-        s = ue8m0_to_f32(e);
-      } else {
-        scale.data<float>()[bi * cb + bj] = s;
-      }
-      for (int64_t r = bi * weights::kFp8Block; r < r1; ++r)
-        for (int64_t c = bj * weights::kFp8Block; c < c1; ++c) q.data<uint8_t>()[r * in + c] = f32_to_e4m3(w[r * in + c] / s);
-    }
+  formats::Fp8BlockQuantParams p;
+  p.in = Tensor::from_blob(const_cast<float*>(w.data()), {out, in}, DType::F32);
+  p.weight = q;
+  p.scale = scale;
+  p.rounding = scale.dtype() == DType::E8M0 ? formats::ScaleRounding::Pow2Ceil : formats::ScaleRounding::Exact;
+  formats::fp8_block_quantize(p);
 }
 
-// MXFP4: per row, blocks of 32 along `in`, scale = 2^ceil(log2(amax / 6)); two e2m1 per byte,
-// low nibble = even element.
 void quantize_mxfp4(const std::vector<float>& w, int64_t out, int64_t in, Tensor& q, Tensor& scale) {
-  const int64_t nb = in / weights::kMxfp4Block;
-  for (int64_t r = 0; r < out; ++r)
-    for (int64_t b = 0; b < nb; ++b) {
-      float amax = 0.f;
-      for (int64_t k = 0; k < weights::kMxfp4Block; ++k) amax = std::max(amax, std::fabs(w[r * in + b * 32 + k]));
-      const uint8_t e = f32_to_ue8m0_ceil(amax > 0.f ? amax / 6.f : 1.f);
-      scale.data<uint8_t>()[r * nb + b] = e;
-      const float s = ue8m0_to_f32(e);
-      for (int64_t k = 0; k < weights::kMxfp4Block; k += 2) {
-        const int64_t c = b * 32 + k;
-        const uint8_t lo = f32_to_e2m1(w[r * in + c] / s), hi = f32_to_e2m1(w[r * in + c + 1] / s);
-        q.data<uint8_t>()[r * (in / 2) + c / 2] = static_cast<uint8_t>(lo | (hi << 4));
-      }
-    }
+  formats::Mxfp4QuantParams p;
+  p.in = Tensor::from_blob(const_cast<float*>(w.data()), {out, in}, DType::F32);
+  p.packed = q;
+  p.scale = scale;
+  formats::mxfp4_quantize(p);
 }
 
 // Values for a non-linear tensor, chosen by its role (name) so that the model is well behaved.
