@@ -88,6 +88,8 @@ def main():
     ap.add_argument("--decode-steps", type=int, default=8)
     ap.add_argument("--keep-last", type=int, default=16, help="prefill logit rows kept per prompt")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtypes", default="float32,bfloat16",
+                    help="model dtypes to run; float32 files are <prompt>.safetensors, others <prompt>_<dtype>.safetensors")
     args = ap.parse_args()
 
     import torch
@@ -103,36 +105,41 @@ def main():
         ckpt = os.path.join(tmp.name, "tiny_deepseek_v4")
         gc.make_tiny(args.dsa, "deepseek_v4", ckpt, args.seed)
 
-    torch.manual_seed(0)
-    model, info = DeepseekV4ForCausalLM.from_pretrained(
-        ckpt,
-        quantization_config=FineGrainedFP8Config(dequantize=True),
-        dtype=torch.bfloat16,
-        output_loading_info=True,
-    )
-    gc.check_loading_info(info)
-    model = model.to(args.device).eval()
-    cfg = model.config
-    print(f"loaded {ckpt}: layer_types={cfg.layer_types} mlp_layer_types={cfg.mlp_layer_types} "
-          f"compress_rates={cfg.compress_rates}", file=sys.stderr)
-
-    check_interpretation(model, ckpt)
     whash = gc.weights_fnv1a64(ckpt)
-    for name, length, seed in (("short", 24, 11), ("long", 300, 12)):
-        [prompt] = gc.prompts(cfg.vocab_size, seed, [length])
-        tensors, selfcheck = gc.run_prompt(model, prompt, args.decode_steps, min(args.keep_last, length))
-        meta = {
-            "arch": "deepseek_v4",
-            "transformers": transformers.__version__,
-            "torch": torch.__version__,
-            "weights_fnv1a64": whash,
-            "make_tiny_seed": args.seed,
-            "prompt": f"{name}: {length} random ids, numpy seed {seed}",
-            "loading": "FineGrainedFP8Config(dequantize=True), bf16, eager",
-            **selfcheck,
-        }
-        print(f"{name}: {selfcheck}", file=sys.stderr)
-        gc.save_golden(os.path.join(args.out, f"{name}.safetensors"), tensors, meta)
+    for dtype_name in args.dtypes.split(","):
+        dtype = getattr(torch, dtype_name)
+        torch.manual_seed(0)
+        # Loaded in bf16 (transformers' FP8 dequantizer path), then widened for float32: exact,
+        # since e4m3 x 2^k and e2m1 x 2^k values are bf16 values, and fp32-kept parameters stay fp32.
+        model, info = DeepseekV4ForCausalLM.from_pretrained(
+            ckpt,
+            quantization_config=FineGrainedFP8Config(dequantize=True),
+            dtype=torch.bfloat16,
+            output_loading_info=True,
+        )
+        gc.check_loading_info(info)
+        model = model.to(device=args.device, dtype=dtype).eval()
+        cfg = model.config
+        print(f"loaded {ckpt} as {dtype_name}: layer_types={cfg.layer_types} mlp_layer_types={cfg.mlp_layer_types} "
+              f"compress_rates={cfg.compress_rates}", file=sys.stderr)
+        check_interpretation(model, ckpt)
+        suffix = "" if dtype_name == "float32" else "_" + dtype_name
+        for name, length, seed in (("short", 24, 11), ("long", 300, 12)):
+            [prompt] = gc.prompts(cfg.vocab_size, seed, [length])
+            tensors, selfcheck = gc.run_prompt(model, prompt, args.decode_steps, min(args.keep_last, length))
+            meta = {
+                "arch": "deepseek_v4",
+                "transformers": transformers.__version__,
+                "torch": torch.__version__,
+                "weights_fnv1a64": whash,
+                "make_tiny_seed": args.seed,
+                "model_dtype": dtype_name,
+                "prompt": f"{name}: {length} random ids, numpy seed {seed}",
+                "loading": f"FineGrainedFP8Config(dequantize=True), {dtype_name}, eager",
+                **selfcheck,
+            }
+            print(f"{name} {dtype_name}: {selfcheck}", file=sys.stderr)
+            gc.save_golden(os.path.join(args.out, f"{name}{suffix}.safetensors"), tensors, meta)
 
 
 if __name__ == "__main__":

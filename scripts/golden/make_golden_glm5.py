@@ -6,7 +6,8 @@ Reads a tiny Hugging Face-format checkpoint (`dsa make-tiny --arch glm_moe_dsa [
 A BF16 checkpoint is loaded by transformers as is. An FP8 checkpoint (E4M3 + F32
 `weight_scale_inv`, 128x128 blocks with ceil division: kv_a_proj_with_mqa has 576 rows = 5 row
 blocks, which transformers' FP8 dequantizer rejects because it divides rows evenly by the scale
-grid) is first dequantized here, block by block, into a temporary BF16 copy.
+grid) is first dequantized here, block by block, into a temporary F32 copy (exact: e4m3 x fp32
+scale), which transformers then loads in the requested dtype.
 transformers ignores the MTP layer only when it is layer 78, so the tiny MTP layer
 (`model.layers.{num_hidden_layers}.*`) is the one allowed set of unexpected keys.
 
@@ -27,8 +28,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden_common as gc  # noqa: E402
 
 
-def dequantize_to_bf16(src, dst):
-    """FP8 (E4M3 + F32 weight_scale_inv per 128x128 block, ceil division) -> BF16 copy of src."""
+def dequantize_fp8_copy(src, dst):
+    """FP8 (E4M3 + F32 weight_scale_inv per 128x128 block, ceil division) -> copy of src with those
+    weights dequantized to F32 (other tensors unchanged)."""
     import torch
     from safetensors import safe_open
     from safetensors.torch import save_file
@@ -49,7 +51,7 @@ def dequantize_to_bf16(src, dst):
                 if t.dtype == torch.float8_e4m3fn:
                     s = h.get_tensor(n[: -len(".weight")] + ".weight_scale_inv").float()
                     s = s.repeat_interleave(128, 0).repeat_interleave(128, 1)[: t.shape[0], : t.shape[1]]
-                    t = (t.float() * s).to(torch.bfloat16)
+                    t = t.float() * s
                 out[n] = t
     save_file(out, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"})
     for n in out:
@@ -67,6 +69,8 @@ def main():
     ap.add_argument("--decode-steps", type=int, default=8)
     ap.add_argument("--keep-last", type=int, default=16)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtypes", default="float32,bfloat16",
+                    help="model dtypes to run; float32 files are <prompt>.safetensors, others <prompt>_<dtype>.safetensors")
     args = ap.parse_args()
 
     import torch
@@ -84,34 +88,38 @@ def main():
     fp8 = cfg.get("quantization_config", {}).get("quant_method") == "fp8"
     load_dir = ckpt
     if fp8:
-        load_dir = os.path.join(tmp.name, "bf16")
-        dequantize_to_bf16(ckpt, load_dir)
-
-    torch.manual_seed(0)
-    model, info = GlmMoeDsaForCausalLM.from_pretrained(load_dir, dtype=torch.bfloat16, output_loading_info=True)
-    mtp = rf"^model\.layers\.{cfg['num_hidden_layers']}\."
-    gc.check_loading_info(info, allowed_unexpected=[mtp])
-    model = model.to(args.device).eval()
-    print(f"loaded {ckpt} ({'fp8, dequantized here' if fp8 else 'bf16'}): indexer_types={model.config.indexer_types} "
-          f"mlp_layer_types={model.config.mlp_layer_types}", file=sys.stderr)
+        load_dir = os.path.join(tmp.name, "dequantized")
+        dequantize_fp8_copy(ckpt, load_dir)
 
     whash = gc.weights_fnv1a64(ckpt)
-    for name, length, seed in (("short", 24, 21), ("long", 300, 22)):
-        [prompt] = gc.prompts(model.config.vocab_size, seed, [length])
-        tensors, selfcheck = gc.run_prompt(model, prompt, args.decode_steps, min(args.keep_last, length))
-        meta = {
-            "arch": "glm_moe_dsa",
-            "transformers": transformers.__version__,
-            "torch": torch.__version__,
-            "weights_fnv1a64": whash,
-            "make_tiny_seed": args.seed,
-            "checkpoint": "fp8" if fp8 else "bf16",
-            "prompt": f"{name}: {length} random ids, numpy seed {seed}",
-            "loading": ("FP8 dequantized by this script to bf16, " if fp8 else "") + "bf16, eager",
-            **selfcheck,
-        }
-        print(f"{name}: {selfcheck}", file=sys.stderr)
-        gc.save_golden(os.path.join(args.out, f"{name}.safetensors"), tensors, meta)
+    for dtype_name in args.dtypes.split(","):
+        dtype = getattr(torch, dtype_name)
+        torch.manual_seed(0)
+        model, info = GlmMoeDsaForCausalLM.from_pretrained(load_dir, dtype=dtype, output_loading_info=True)
+        mtp = rf"^model\.layers\.{cfg['num_hidden_layers']}\."
+        gc.check_loading_info(info, allowed_unexpected=[mtp])
+        model = model.to(args.device).eval()
+        print(f"loaded {ckpt} ({'fp8, dequantized here' if fp8 else 'bf16'}) as {dtype_name}: "
+              f"indexer_types={model.config.indexer_types} mlp_layer_types={model.config.mlp_layer_types}",
+              file=sys.stderr)
+        suffix = "" if dtype_name == "float32" else "_" + dtype_name
+        for name, length, seed in (("short", 24, 21), ("long", 300, 22)):
+            [prompt] = gc.prompts(model.config.vocab_size, seed, [length])
+            tensors, selfcheck = gc.run_prompt(model, prompt, args.decode_steps, min(args.keep_last, length))
+            meta = {
+                "arch": "glm_moe_dsa",
+                "transformers": transformers.__version__,
+                "torch": torch.__version__,
+                "weights_fnv1a64": whash,
+                "make_tiny_seed": args.seed,
+                "model_dtype": dtype_name,
+                "checkpoint": "fp8" if fp8 else "bf16",
+                "prompt": f"{name}: {length} random ids, numpy seed {seed}",
+                "loading": ("FP8 dequantized by this script (exact, fp32), " if fp8 else "") + f"{dtype_name}, eager",
+                **selfcheck,
+            }
+            print(f"{name} {dtype_name}: {selfcheck}", file=sys.stderr)
+            gc.save_golden(os.path.join(args.out, f"{name}{suffix}.safetensors"), tensors, meta)
 
 
 if __name__ == "__main__":

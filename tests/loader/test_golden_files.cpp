@@ -1,5 +1,5 @@
-// The committed golden files (tests/data/golden/<arch>/{short,long}.safetensors, made by
-// scripts/golden/make_golden_*.py from transformers 5.17) belong to the checkpoint that
+// The committed golden files (tests/data/golden/<arch>/{short,long}[_bfloat16].safetensors, made
+// by scripts/golden/make_golden_*.py from transformers 5.17 run in float32 and in bfloat16) belong to the checkpoint that
 // `dsa make-tiny --seed 1` writes: the weights hash in their metadata must match the hash of a
 // freshly made tiny checkpoint (so a generator change cannot silently invalidate them), and their
 // contents must be self-consistent.
@@ -50,11 +50,12 @@ void check_golden(const std::string& arch, bool fp8) {
   make_tiny_checkpoint(o, dir.str());
   const std::string hash = weights_fnv1a64(Checkpoint::open(dir.str()));
   const int64_t vocab = 512;
-  for (const char* name : {"short", "long"}) {
+  for (const char* name : {"short", "long", "short_bfloat16", "long_bfloat16"}) {
     SCOPED_TRACE(std::string(arch) + "/" + name);
     auto f = SafetensorsFile::open(std::string(DSA_TEST_DATA_DIR) + "/golden/" + arch + "/" + name + ".safetensors");
     EXPECT_EQ(f->metadata().at("arch"), arch);
     EXPECT_EQ(f->metadata().at("transformers"), "5.17.0");
+    EXPECT_EQ(f->metadata().at("model_dtype"), std::string(name).find("bfloat16") == std::string::npos ? "float32" : "bfloat16");
     EXPECT_EQ(f->metadata().at("weights_fnv1a64"), hash)
         << "the golden file was made from another tiny checkpoint: regenerate it with scripts/golden/";
     Tensor ids = f->tensor("prompt_ids"), top1 = f->tensor("prefill_top1"), pl = f->tensor("prefill_logits");
