@@ -143,45 +143,67 @@ uint64_t Checkpoint::total_bytes() const {
   return n;
 }
 
-std::vector<std::string> write_sharded_checkpoint(const std::string& dir,
-                                                  const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                                  uint64_t max_shard_bytes,
-                                                  const std::map<std::string, std::string>& metadata) {
-  DSA_CHECK(max_shard_bytes > 0, "write_sharded_checkpoint: max_shard_bytes must be > 0");
-  fs::create_directories(dir);
-  std::vector<std::vector<size_t>> shards(1);
-  uint64_t cur = 0, total = 0;
-  std::set<std::string> seen;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    DSA_CHECK(seen.insert(tensors[i].first).second, "{}: duplicate tensor name '{}'", dir, tensors[i].first);
-    const uint64_t nb = tensors[i].second.nbytes();
-    if (!shards.back().empty() && cur + nb > max_shard_bytes) {
-      shards.emplace_back();
+std::vector<size_t> plan_shards(const std::vector<uint64_t>& sizes, uint64_t max_shard_bytes) {
+  DSA_CHECK(max_shard_bytes > 0, "plan_shards: max_shard_bytes must be > 0");
+  std::vector<size_t> shard(sizes.size());
+  size_t k = 0;
+  uint64_t cur = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (cur > 0 && cur + sizes[i] > max_shard_bytes) {
+      ++k;
       cur = 0;
     }
-    shards.back().push_back(i);
-    cur += nb;
-    total += nb;
+    shard[i] = k;
+    cur += sizes[i];
   }
-  const size_t n = shards.size();
-  std::vector<std::string> names;
+  return shard;
+}
+
+std::string shard_file_name(size_t k, size_t n) { return fmt::format("model-{:05d}-of-{:05d}.safetensors", k + 1, n); }
+
+void write_checkpoint_index(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& weight_map,
+                            uint64_t total_size) {
   nlohmann::json wm = nlohmann::json::object();
-  for (size_t s = 0; s < n; ++s) {
-    std::string fname = fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, n);
-    std::vector<std::pair<std::string, Tensor>> part;
-    for (size_t i : shards[s]) {
-      part.push_back(tensors[i]);
-      wm[tensors[i].first] = fname;
-    }
-    write_safetensors((fs::path(dir) / fname).string(), part, metadata);
-    names.push_back(fname);
+  for (const auto& [tensor, file] : weight_map) {
+    DSA_CHECK(!wm.contains(tensor), "{}: duplicate tensor name '{}' in the index", dir, tensor);
+    wm[tensor] = file;
   }
-  nlohmann::json idx = {{"metadata", {{"total_size", total}}}, {"weight_map", wm}};
+  nlohmann::json idx = {{"metadata", {{"total_size", total_size}}}, {"weight_map", wm}};
   const fs::path ip = fs::path(dir) / "model.safetensors.index.json";
   std::ofstream out(ip);
   DSA_CHECK(out, "{}: cannot create", ip.string());
   out << idx.dump(2) << "\n";
   DSA_CHECK(out.good(), "{}: write failed", ip.string());
+}
+
+std::vector<std::string> write_sharded_checkpoint(const std::string& dir,
+                                                  const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                                  uint64_t max_shard_bytes,
+                                                  const std::map<std::string, std::string>& metadata) {
+  fs::create_directories(dir);
+  std::set<std::string> seen;
+  std::vector<uint64_t> sizes;
+  uint64_t total = 0;
+  for (const auto& [name, t] : tensors) {
+    DSA_CHECK(seen.insert(name).second, "{}: duplicate tensor name '{}'", dir, name);
+    sizes.push_back(t.nbytes());
+    total += t.nbytes();
+  }
+  const std::vector<size_t> shard = plan_shards(sizes, max_shard_bytes);
+  const size_t n = shard.empty() ? 1 : shard.back() + 1;
+  std::vector<std::string> names;
+  std::vector<std::pair<std::string, std::string>> wm;
+  for (size_t k = 0; k < n; ++k) {
+    std::vector<std::pair<std::string, Tensor>> part;
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (shard[i] == k) {
+        part.push_back(tensors[i]);
+        wm.emplace_back(tensors[i].first, shard_file_name(k, n));
+      }
+    write_safetensors((fs::path(dir) / shard_file_name(k, n)).string(), part, metadata);
+    names.push_back(shard_file_name(k, n));
+  }
+  write_checkpoint_index(dir, wm, total);
   return names;
 }
 

@@ -58,4 +58,12 @@ std::vector<std::string> write_sharded_checkpoint(const std::string& dir,
                                                   const std::map<std::string, std::string>& metadata = {
                                                       {"format", "pt"}});
 
+// Pieces of the sharded writer, for writers that produce tensors shard by shard:
+// shard index of each item (sizes in bytes, order kept, a new shard when the next item would
+// pass max_shard_bytes), the file name of shard k of n, and the index file.
+std::vector<size_t> plan_shards(const std::vector<uint64_t>& sizes, uint64_t max_shard_bytes);
+std::string shard_file_name(size_t k, size_t n);
+void write_checkpoint_index(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& weight_map,
+                            uint64_t total_size);
+
 }  // namespace dsa

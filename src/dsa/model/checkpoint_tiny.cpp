@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "dsa/core/dtype_conv.h"
 #include "dsa/core/error.h"
@@ -65,7 +66,49 @@ weights::Glm5Dims tiny_glm5_dims() {
   return d;
 }
 
-nlohmann::json deepseek_v4_config_json(const weights::DeepseekV4Dims& d, int64_t index_topk, int64_t sliding_window) {
+weights::DeepseekV4Dims preset_deepseek_v4_dims(const std::string& preset) {
+  weights::DeepseekV4Dims d;
+  d.vocab = 129280;
+  d.head_dim = 512;
+  d.rope_dim = 64;
+  d.index_heads = 64;
+  d.index_head_dim = 128;
+  d.experts_per_tok = 6;
+  d.shared_experts = 1;
+  d.hc_mult = 4;
+  d.hash_layers = 3;
+  d.mtp_layers = 1;
+  if (preset == "flash") {
+    d.hidden = 4096; d.layers = 43; d.heads = 64; d.q_lora = 1024; d.o_groups = 8; d.o_lora = 1024;
+    d.experts = 256; d.moe_inter = 2048;
+    d.compress_ratios = {0, 0};
+  } else if (preset == "pro") {
+    d.hidden = 7168; d.layers = 61; d.heads = 128; d.q_lora = 1536; d.o_groups = 16; d.o_lora = 1024;
+    d.experts = 384; d.moe_inter = 3072;
+    d.compress_ratios = {128, 128};
+  } else {
+    fail("make-tiny: unknown deepseek_v4 preset '{}' (tiny, flash, pro)", preset);
+  }
+  // REFERENCE section 1: then CSA / HCA alternating, ending with CSA.
+  while (static_cast<int64_t>(d.compress_ratios.size()) < d.layers)
+    d.compress_ratios.push_back(d.compress_ratios.size() % 2 == 0 ? 4 : 128);
+  d.compress_ratios.back() = 4;
+  return d;
+}
+
+weights::Glm5Dims preset_glm5_dims(const std::string& preset) {
+  DSA_CHECK(preset == "glm-5.1", "make-tiny: unknown glm_moe_dsa preset '{}' (tiny, glm-5.1)", preset);
+  weights::Glm5Dims d;
+  d.vocab = 154880; d.hidden = 6144; d.layers = 78; d.heads = 64; d.q_lora = 2048; d.kv_lora = 512;
+  d.qk_nope = 192; d.qk_rope = 64; d.v_head = 256; d.index_heads = 32; d.index_head_dim = 128;
+  d.experts = 256; d.shared_experts = 1; d.moe_inter = 2048; d.dense_inter = 12288; d.first_dense = 3;
+  d.mtp_layers = 1;
+  d.indexer_full.assign(78, true);
+  return d;
+}
+
+nlohmann::json deepseek_v4_config_json(const weights::DeepseekV4Dims& d, int64_t index_topk, int64_t sliding_window,
+                                       double routed_scaling_factor) {
   nlohmann::json c = {
       {"architectures", {"DeepseekV4ForCausalLM"}},
       {"model_type", "deepseek_v4"},
@@ -101,7 +144,7 @@ nlohmann::json deepseek_v4_config_json(const weights::DeepseekV4Dims& d, int64_t
       {"n_shared_experts", d.shared_experts},
       {"num_experts_per_tok", d.experts_per_tok},
       {"norm_topk_prob", true},
-      {"routed_scaling_factor", 1.5},
+      {"routed_scaling_factor", routed_scaling_factor},
       {"scoring_func", "sqrtsoftplus"},
       {"topk_method", "noaux_tc"},
       {"num_hash_layers", d.hash_layers},
@@ -248,65 +291,161 @@ void fill_other(Gen& g, const WeightSpec& s, Tensor& t, int64_t n_experts) {
 
 }  // namespace
 
+namespace {
+
+// Fast filler for large synthetic checkpoints (load-time measurements): xorshift bytes, FP8
+// codes without NaN, scales near 2^-8, small bf16/fp32 values. Not a meaningful model.
+struct Fast {
+  uint64_t x;
+  uint64_t next() {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  }
+  float uniform() { return static_cast<float>(next() >> 40) / static_cast<float>(1 << 24) * 2.f - 1.f; }
+};
+
+void fast_fill(Fast& f, const WeightSpec& s, Tensor& t, int64_t n_experts, Gen& g) {
+  const int64_t n = t.numel();
+  switch (t.dtype()) {
+    case DType::E4M3:
+      for (int64_t i = 0; i < n; ++i) {
+        uint8_t b = static_cast<uint8_t>(f.next());
+        t.data<uint8_t>()[i] = (b & 0x7F) == 0x7F ? static_cast<uint8_t>(b & 0xF0) : b;
+      }
+      return;
+    case DType::E8M0:
+      for (int64_t i = 0; i < n; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(117 + f.next() % 4);
+      return;
+    case DType::I8:
+    case DType::U8:
+      for (int64_t i = 0; i < n; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(f.next());
+      return;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) t.data<uint16_t>()[i] = f32_to_bf16_bits(0.05f * f.uniform());
+      return;
+    case DType::F32:
+      for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = 0.05f * f.uniform();
+      return;
+    default:
+      fill_other(g, s, t, n_experts);  // routing tables
+  }
+}
+
+}  // namespace
+
 TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& dir) {
   TinyCheckpoint out;
   std::vector<WeightSpec> specs;
   int64_t n_experts = 0;
   if (opt.arch == "deepseek_v4") {
-    auto d = tiny_deepseek_v4_dims();
+    auto d = opt.preset == "tiny" ? tiny_deepseek_v4_dims() : preset_deepseek_v4_dims(opt.preset);
+    if (opt.layers > 0) d.layers = opt.layers;
+    d.compress_ratios.resize(static_cast<size_t>(d.layers));
+    for (int64_t m = 0; m < d.mtp_layers; ++m) d.compress_ratios.push_back(0);
+    if (opt.preset != "tiny") d.hash_layers = std::min(d.hash_layers, d.layers);
     d.fp8 = opt.fp8;
     d.fp4_experts = opt.fp4_experts;
     specs = weights::deepseek_v4_weight_specs(d);
-    out.config = deepseek_v4_config_json(d, /*index_topk=*/4, /*sliding_window=*/128);
+    const bool tiny = opt.preset == "tiny";
+    out.config = deepseek_v4_config_json(d, tiny ? 4 : (opt.preset == "pro" ? 1024 : 512), 128,
+                                         opt.preset == "pro" ? 2.5 : 1.5);
     n_experts = d.experts;
   } else if (opt.arch == "glm_moe_dsa") {
-    auto d = tiny_glm5_dims();
+    auto d = opt.preset == "tiny" ? tiny_glm5_dims() : preset_glm5_dims(opt.preset);
+    if (opt.layers > 0) {
+      d.layers = opt.layers;
+      d.indexer_full.resize(static_cast<size_t>(d.layers), true);
+      d.first_dense = std::min(d.first_dense, d.layers);
+    }
     d.fp8 = opt.fp8;
     specs = weights::glm5_weight_specs(d);
-    out.config = glm5_config_json(d, /*index_topk=*/4);
+    out.config = glm5_config_json(d, opt.preset == "tiny" ? 4 : 2048);
     n_experts = d.experts;
   } else {
     fail("make-tiny: unknown arch '{}' (expected deepseek_v4 or glm_moe_dsa)", opt.arch);
   }
 
-  Gen g{std::mt19937_64(opt.seed)};
+  // Units: a quantized weight with its scale, or a single tensor; kept in spec order so the
+  // random stream (and so the bytes) depends only on the seed and the spec.
   std::map<std::string, const WeightSpec*> by_name;
   for (const auto& s : specs) by_name[s.name] = &s;
-  std::map<std::string, Tensor> made;
+  std::vector<std::vector<const WeightSpec*>> units;
+  std::set<std::string> in_unit;
   for (const auto& s : specs) {
-    if (made.count(s.name)) continue;  // a scale written with its weight
-    Tensor t = Tensor::empty(s.shape, s.dtype);
+    if (in_unit.count(s.name)) continue;
+    std::vector<const WeightSpec*> u{&s};
     if (s.dtype == DType::E4M3 || s.dtype == DType::I8) {
       const std::string base = s.name.substr(0, s.name.size() - std::string(".weight").size());
       const WeightSpec* sc = by_name.count(base + ".scale") ? by_name[base + ".scale"] : by_name[base + ".weight_scale_inv"];
       DSA_CHECK(sc, "make-tiny: no scale tensor for {}", s.name);
-      Tensor scale = Tensor::empty(sc->shape, sc->dtype);
-      if (s.dtype == DType::E4M3) {
-        const int64_t o = s.shape[0], i = s.shape[1];
-        quantize_fp8(random_matrix(g, o, i), o, i, t, scale);
-      } else {
-        const int64_t o = s.shape[0], i = s.shape[1] * 2;
-        quantize_mxfp4(random_matrix(g, o, i), o, i, t, scale);
-      }
-      made[sc->name] = scale;
-    } else if (s.dtype == DType::E8M0) {
-      fail("make-tiny: scale {} without its weight", s.name);
+      u.push_back(sc);
+      in_unit.insert(sc->name);
     } else {
-      fill_other(g, s, t, n_experts);
+      DSA_CHECK(s.dtype != DType::E8M0, "make-tiny: scale {} without its weight", s.name);
     }
-    made[s.name] = t;
+    units.push_back(std::move(u));
   }
-  std::vector<std::pair<std::string, Tensor>> ordered;
-  for (const auto& s : specs) ordered.emplace_back(s.name, made.at(s.name));
+  std::vector<uint64_t> sizes;
+  for (const auto& u : units) {
+    uint64_t b = 0;
+    for (const auto* s : u) {
+      uint64_t n = dtype_size(s->dtype);
+      for (int64_t d : s->shape) n *= static_cast<uint64_t>(d);
+      b += n;
+    }
+    sizes.push_back(b);
+    out.bytes += b;
+  }
+  const std::vector<size_t> shard = plan_shards(sizes, opt.max_shard_bytes);
+  const size_t n_shards = shard.empty() ? 1 : shard.back() + 1;
 
   std::filesystem::create_directories(dir);
-  out.shards = write_sharded_checkpoint(dir, ordered, opt.max_shard_bytes).size();
+  Gen g{std::mt19937_64(opt.seed)};
+  Fast fast{opt.seed * 0x9E3779B97F4A7C15ull + 1};
+  std::vector<std::pair<std::string, std::string>> weight_map;
+  size_t u = 0;
+  for (size_t k = 0; k < n_shards; ++k) {
+    std::vector<std::pair<std::string, Tensor>> part;  // generated per shard: bounded memory
+    for (; u < units.size() && shard[u] == k; ++u) {
+      const WeightSpec& s = *units[u][0];
+      Tensor t = Tensor::empty(s.shape, s.dtype);
+      if (units[u].size() == 2) {
+        const WeightSpec& sc = *units[u][1];
+        Tensor scale = Tensor::empty(sc.shape, sc.dtype);
+        if (opt.fast_fill) {
+          fast_fill(fast, s, t, n_experts, g);
+          fast_fill(fast, sc, scale, n_experts, g);
+          if (sc.dtype == DType::F32)
+            for (int64_t i = 0; i < scale.numel(); ++i) scale.data<float>()[i] = 1.f / 256;
+        } else if (s.dtype == DType::E4M3) {
+          quantize_fp8(random_matrix(g, s.shape[0], s.shape[1]), s.shape[0], s.shape[1], t, scale);
+        } else {
+          quantize_mxfp4(random_matrix(g, s.shape[0], s.shape[1] * 2), s.shape[0], s.shape[1] * 2, t, scale);
+        }
+        part.emplace_back(s.name, t);
+        part.emplace_back(sc.name, scale);
+      } else {
+        if (opt.fast_fill)
+          fast_fill(fast, s, t, n_experts, g);
+        else
+          fill_other(g, s, t, n_experts);
+        part.emplace_back(s.name, t);
+      }
+    }
+    const std::string fname = shard_file_name(k, n_shards);
+    for (const auto& [name, _] : part) weight_map.emplace_back(name, fname);
+    write_safetensors((std::filesystem::path(dir) / fname).string(), part, {{"format", "pt"}});
+    if (opt.verbose) std::fprintf(stderr, "make-tiny: wrote %s (%zu/%zu)\n", fname.c_str(), k + 1, n_shards);
+  }
+  write_checkpoint_index(dir, weight_map, out.bytes);
   std::ofstream cf(std::filesystem::path(dir) / "config.json");
   DSA_CHECK(cf, "{}/config.json: cannot create", dir);
   cf << out.config.dump(2) << "\n";
   DSA_CHECK(cf.good(), "{}/config.json: write failed", dir);
-  out.tensors = ordered.size();
-  for (const auto& [_, t] : ordered) out.bytes += t.nbytes();
+  out.tensors = specs.size();
+  out.shards = n_shards;
   return out;
 }
 

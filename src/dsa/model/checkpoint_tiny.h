@@ -22,6 +22,12 @@ namespace dsa {
 
 struct TinyOptions {
   std::string arch;          // "deepseek_v4" or "glm_moe_dsa"
+  // "tiny" (the shapes above), or real shapes for load-time measurements: "flash" / "pro"
+  // (deepseek_v4), "glm-5.1" (glm_moe_dsa); `layers` > 0 keeps only the first layers.
+  std::string preset = "tiny";
+  int64_t layers = 0;
+  bool fast_fill = false;    // cheap pseudo-random bytes instead of quantized normal weights
+  bool verbose = false;      // a line per shard on stderr
   uint64_t seed = 0;
   bool fp8 = true;           // false: BF16 everywhere (V4 experts stay MXFP4 unless fp4_experts=false)
   bool fp4_experts = true;   // V4 only
@@ -37,13 +43,17 @@ struct TinyCheckpoint {
 
 weights::DeepseekV4Dims tiny_deepseek_v4_dims();
 weights::Glm5Dims tiny_glm5_dims();
+weights::DeepseekV4Dims preset_deepseek_v4_dims(const std::string& preset);  // "flash", "pro"
+weights::Glm5Dims preset_glm5_dims(const std::string& preset);                // "glm-5.1"
 
 // config.json contents (official field names; transformers 5.17 loads them too).
-nlohmann::json deepseek_v4_config_json(const weights::DeepseekV4Dims& d, int64_t index_topk, int64_t sliding_window);
+nlohmann::json deepseek_v4_config_json(const weights::DeepseekV4Dims& d, int64_t index_topk, int64_t sliding_window,
+                                       double routed_scaling_factor = 1.5);
 nlohmann::json glm5_config_json(const weights::Glm5Dims& d, int64_t index_topk);
 
 // Writes config.json, model-0000k-of-0000n.safetensors and model.safetensors.index.json into
-// `dir` (created if needed). Deterministic for a given seed.
+// `dir` (created if needed), one shard at a time (memory stays near one shard). Deterministic for
+// a given seed.
 TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& dir);
 
 }  // namespace dsa
