@@ -22,7 +22,9 @@ void run(const Args& a) {
   LoadOptions o;
   o.device = a.device == "cuda" ? Device::cuda(0) : Device::cpu();
   o.progress = !a.no_progress;
-  const std::string type = read_config_json(a.model).value("model_type", std::string());
+  const auto cfg = read_config_json(a.model);
+  const std::string type =
+      cfg.is_object() && cfg.contains("model_type") && cfg["model_type"].is_string() ? cfg["model_type"].get<std::string>() : "";
   LoadedWeights w;
   if (type == "deepseek_v4")
     w = load_deepseek_v4(a.model, o);

@@ -61,6 +61,13 @@ int64_t get_i(const nlohmann::json& c, const char* key, int64_t def, bool requir
   DSA_CHECK(it->is_number_integer(), "config.json: field '{}' must be an integer, got {}", key, it->dump());
   return it->get<int64_t>();
 }
+// A string field, or "" when absent; other JSON types are an error naming the field.
+std::string get_s(const nlohmann::json& c, const char* key) {
+  auto it = c.find(key);
+  if (it == c.end() || it->is_null()) return "";
+  DSA_CHECK(it->is_string(), "config.json: field '{}' must be a string, got {}", key, it->dump());
+  return it->get<std::string>();
+}
 }  // namespace
 
 DeepseekV4Dims deepseek_v4_dims_from_config(const nlohmann::json& c) {
@@ -101,8 +108,9 @@ DeepseekV4Dims deepseek_v4_dims_from_config(const nlohmann::json& c) {
   if (c.contains("compress_ratios")) {
     DSA_CHECK(c["compress_ratios"].is_array(), "config.json: field 'compress_ratios' must be an array");
     for (const auto& r : c["compress_ratios"]) {
-      DSA_CHECK(r.is_number_integer(), "config.json: compress_ratios entry {} is not an integer", r.dump());
-      d.compress_ratios.push_back(r.get<int>());
+      DSA_CHECK(r.is_number_integer() && r.get<int64_t>() >= 0 && r.get<int64_t>() <= 1 << 20,
+                "config.json: compress_ratios entry {} is not a ratio (0, 4 or 128)", r.dump());
+      d.compress_ratios.push_back(static_cast<int>(r.get<int64_t>()));
     }
   } else if (c.contains("layer_types") && c["layer_types"].is_array()) {
     for (const auto& t : c["layer_types"]) {
@@ -122,11 +130,11 @@ DeepseekV4Dims deepseek_v4_dims_from_config(const nlohmann::json& c) {
   d.fp8 = false;
   if (c.contains("quantization_config") && c["quantization_config"].is_object()) {
     const auto& q = c["quantization_config"];
-    d.fp8 = q.value("quant_method", std::string()) == "fp8";
+    d.fp8 = get_s(q, "quant_method") == "fp8";
   }
-  std::string expert_dtype = c.value("expert_dtype", std::string());
+  std::string expert_dtype = get_s(c, "expert_dtype");
   if (expert_dtype.empty() && c.contains("quantization_config") && c["quantization_config"].is_object())
-    expert_dtype = c["quantization_config"].value("expert_dtype", std::string());
+    expert_dtype = get_s(c["quantization_config"], "expert_dtype");
   d.fp4_experts = expert_dtype == "fp4";
   d.validate();
   return d;

@@ -44,6 +44,13 @@ int64_t get_i(const nlohmann::json& c, const char* key, int64_t def, bool requir
   DSA_CHECK(it->is_number_integer(), "config.json: field '{}' must be an integer, got {}", key, it->dump());
   return it->get<int64_t>();
 }
+// A string field, or "" when absent; other JSON types are an error naming the field.
+std::string get_s(const nlohmann::json& c, const char* key) {
+  auto it = c.find(key);
+  if (it == c.end() || it->is_null()) return "";
+  DSA_CHECK(it->is_string(), "config.json: field '{}' must be a string, got {}", key, it->dump());
+  return it->get<std::string>();
+}
 }  // namespace
 
 Glm5Dims glm5_dims_from_config(const nlohmann::json& c) {
@@ -86,7 +93,7 @@ Glm5Dims glm5_dims_from_config(const nlohmann::json& c) {
     for (int64_t i = 0; i < d.layers; ++i) d.indexer_full.push_back(std::max<int64_t>(i - offset + 1, 0) % freq == 0);
   }
   d.fp8 = c.contains("quantization_config") && c["quantization_config"].is_object() &&
-          c["quantization_config"].value("quant_method", std::string()) == "fp8";
+          get_s(c["quantization_config"], "quant_method") == "fp8";
   d.validate();
   return d;
 }
