@@ -125,6 +125,7 @@ TEST(KvManager, BlockTablePaddingAndOrder) {
   EXPECT_EQ(req[139], 1);
   EXPECT_EQ(req[140], 2);
   EXPECT_EQ(i32s(m.query_start), (std::vector<int32_t>{0, 10, 140, 204}));
+  EXPECT_EQ(m.max_seq_len, 130);
   EXPECT_EQ(m.positions.data<int32_t>()[140], 0);
   EXPECT_EQ(m.positions.data<int32_t>()[139], 129);
   // Every slot is the REFERENCE formula over the block table.

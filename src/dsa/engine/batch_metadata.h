@@ -45,6 +45,7 @@ struct GroupMetadata {
 struct BatchMetadata {
   std::vector<RequestId> request_ids;  // [R]
   std::vector<RequestState*> states;   // [R] the requests' model states (nullptr until the model sets one)
+  int64_t max_seq_len = 0;             // max of seq_lens, on the host (sizes index lists without a sync)
   Tensor token_ids;
   Tensor token_req;
   Tensor positions;

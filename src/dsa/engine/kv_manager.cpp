@@ -284,6 +284,7 @@ BatchMetadata KvManager::build_metadata(const Batch& batch, const std::vector<Ba
     m.query_start.data<int32_t>()[r + 1] = static_cast<int32_t>(s.first + s.count);
     m.cached_lens.data<int32_t>()[r] = static_cast<int32_t>(s.start);
     m.seq_lens.data<int32_t>()[r] = static_cast<int32_t>(s.end());
+    m.max_seq_len = std::max(m.max_seq_len, s.end());
     for (int64_t t = s.first; t < s.first + s.count; ++t) {
       m.token_req.data<int32_t>()[t] = static_cast<int32_t>(r);
       m.positions.data<int32_t>()[t] = static_cast<int32_t>(batch.position[t]);
