@@ -1,10 +1,8 @@
 // The batch metadata feeds ops/sparse_index directly: block tables, token_req and positions go in
 // unchanged and the index lists that come out name exactly the slots the KV manager gave the
-// entries (sliding window, all visible compressed entries, GLM top-k). Runs once the op is in the
-// tree (it lands from another branch); until then the test says it is skipped.
+// entries (sliding window, all visible compressed entries, GLM top-k).
 #include <gtest/gtest.h>
 
-#if __has_include("dsa/ops/sparse_index/sparse_index.h")
 #include <algorithm>
 #include <vector>
 
@@ -107,9 +105,3 @@ TEST(KvSparseIndex, GlmTopkToSlots) {
 
 }  // namespace
 }  // namespace dsa::engine
-
-#else
-TEST(KvSparseIndex, WaitsForTheOp) {
-  GTEST_SKIP() << "ops/sparse_index is not in this tree yet: the metadata-to-index-list check runs once it is";
-}
-#endif
