@@ -173,7 +173,9 @@ void random_schedule(const model::ModelConfig& config, int block, uint64_t seed)
     if (b.empty()) continue;
     const KvDemand d = kv.demand(b);
     for (size_t g = 0; g < kv.groups().size(); ++g) {
-      if (kv.groups()[g].window > 0) ASSERT_LE(d.needed[g], d.available[g]) << "window group ran short";
+      if (kv.groups()[g].window > 0) {
+        ASSERT_LE(d.needed[g], d.available[g]) << "window group ran short";
+      }
     }
     if (!d.fits()) {
       ++ooms;

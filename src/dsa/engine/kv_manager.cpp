@@ -191,6 +191,10 @@ int64_t KvManager::first_live_block(int g, int64_t next) const {
   return std::max<int64_t>(next - c.window + 1, 0) / c.page_size;
 }
 
+int64_t KvManager::trim_end(int g, const Request& r) const {
+  return std::min<int64_t>(first_live_block(g, r.cached), static_cast<int64_t>(r.blocks[g].size()));
+}
+
 std::vector<Batch::Segment> KvManager::check_batch(const Batch& batch) const {
   std::vector<Batch::Segment> segs = batch.segments(batch_limits());
   for (const Batch::Segment& s : segs) {
@@ -215,11 +219,7 @@ KvDemand KvManager::demand_of(const std::vector<Batch::Segment>& segs) const {
     for (const Batch::Segment& s : segs) d.needed[g] += blocks_for(g, s.end()) - blocks_for(g, s.start);
     d.available[g] = alloc_[g].num_free();
     if (groups_[g].window > 0)
-      for (const auto& [id, r] : requests_)
-        d.available[g] += std::max<int64_t>(
-            std::min<int64_t>(first_live_block(g, r.cached), static_cast<int64_t>(r.blocks[g].size())) -
-                r.first_held[g],
-            0);
+      for (const auto& [id, r] : requests_) d.available[g] += std::max<int64_t>(trim_end(g, r) - r.first_held[g], 0);
   }
   return d;
 }
@@ -240,7 +240,7 @@ BatchMetadata KvManager::prepare(const Batch& batch) {
   for (int g = 0; g < static_cast<int>(groups_.size()); ++g) {
     if (groups_[g].window == 0) continue;
     for (auto& [id, r] : requests_) {
-      const int64_t end = std::min<int64_t>(first_live_block(g, r.cached), static_cast<int64_t>(r.blocks[g].size()));
+      const int64_t end = trim_end(g, r);
       for (int64_t b = r.first_held[g]; b < end; ++b) {
         alloc_[g].free(r.blocks[g][b]);
         r.blocks[g][b] = -1;

@@ -27,6 +27,17 @@
 // Out of memory: prepare throws KvOutOfMemory (a dsa::Error) and changes nothing; a scheduler
 // asks can_prepare() / demand() first and preempts or waits instead.
 // Positions only advance (no rollback of speculative tokens yet).
+//
+// In a model forward (one layer; `meta` = prepare's result, ops from formats/ and ops/sparse_index):
+//   const KvPool& swa = kv.pool(layer, attn::CacheRole::SlidingWindow);
+//   const GroupMetadata& g = meta.groups[swa.group];
+//   kv_insert({.format = Model1, .page_size = swa.page_size, .cache = swa.data, .kv = rows /*[T][512]*/,
+//              .slots = g.slots});
+//   swa_window_slots({.positions = meta.positions, .token_req = meta.token_req,
+//                     .blocks = {g.block_table, g.page_size, g.num_pages}, .slots = idx /*[T][128]*/});
+//   compressed caches: the compressor's rows for the tokens meta.groups[c.group].entry_tokens go to
+//   kv_insert with .slots = entry_slots; hca_visible_slots / topk_to_global_slots read its block table.
+//   Per-request compressor state: meta.states[r] (RequestState, created by options.make_state).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -136,6 +147,7 @@ class KvManager {
   KvDemand demand_of(const std::vector<Batch::Segment>& segs) const;
   int64_t blocks_for(int group, int64_t len) const;       // blocks holding the entries of positions [0, len)
   int64_t first_live_block(int group, int64_t next) const;  // first block a query at `next` or later reads
+  int64_t trim_end(int group, const Request& r) const;       // r's blocks below this are dead (windowed groups)
   BatchMetadata build_metadata(const Batch& batch, const std::vector<Batch::Segment>& segs) const;
 
   std::vector<CacheGroupSpec> groups_;
