@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "dsa/core/error.h"
+#include "dsa/model/causal_lm.h"
 
 namespace dsa::engine {
 
@@ -60,6 +61,17 @@ std::vector<Batch::Segment> Batch::segments(const BatchLimits& lim) const {
   DSA_CHECK(lim.max_requests <= 0 || static_cast<int64_t>(segs.size()) <= lim.max_requests,
             "batch: {} requests exceed max_requests = {}", segs.size(), lim.max_requests);
   return segs;
+}
+
+Batch batch_of(const model::ForwardBatch& f) {
+  DSA_CHECK(f.request.size() == f.token_ids.size() && f.positions.size() == f.token_ids.size(),
+            "forward batch: {} token ids, {} requests, {} positions (one each per token)", f.token_ids.size(),
+            f.request.size(), f.positions.size());
+  Batch b;
+  b.request.assign(f.request.begin(), f.request.end());
+  b.position = f.positions;
+  b.token = f.token_ids;
+  return b;
 }
 
 }  // namespace dsa::engine

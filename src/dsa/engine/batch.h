@@ -15,6 +15,10 @@
 #include <span>
 #include <vector>
 
+namespace dsa::model {
+struct ForwardBatch;  // model/causal_lm.h
+}
+
 namespace dsa::engine {
 
 // Engine-wide request id (any value; the scheduler chooses).
@@ -55,5 +59,8 @@ struct Batch {
   // The segments in flat order; validates first.
   std::vector<Segment> segments(const BatchLimits& limits = {}) const;
 };
+
+// The same tokens as a Batch (model::ForwardBatch is the CausalLM interface's form).
+Batch batch_of(const model::ForwardBatch& forward_batch);
 
 }  // namespace dsa::engine

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "dsa/core/error.h"
+#include "dsa/model/config.h"
 
 namespace dsa::engine {
 

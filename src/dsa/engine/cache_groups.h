@@ -22,7 +22,11 @@
 
 #include "dsa/attention/layer_spec.h"
 #include "dsa/attention/plan.h"
-#include "dsa/model/config.h"
+
+// Declared only: model forwards include the KV manager, and its headers do not pull model/ back in.
+namespace dsa::model {
+struct ModelConfig;
+}
 
 namespace dsa::engine {
 
