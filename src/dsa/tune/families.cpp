@@ -1,0 +1,38 @@
+#include "dsa/tune/families.h"
+
+namespace dsa::tune {
+
+const std::vector<TunableFamily>& tunable_families() {
+  static const std::vector<TunableFamily> families = {
+      {"sparse_mla_decode",
+       "sparse MLA decode (per attention kind of the model): KV split count per token bucket",
+       {},
+       "not in this build yet: the sparse MLA decode op (src/dsa/ops/sparse_mla/, helper `attn`) has not landed; "
+       "its factory plugs in here"},
+      {"moe_expert_gemm",
+       "MoE expert GEMM / linear layers: tile shape per token bucket",
+       {},
+       "not in this build yet: the MoE/linear GEMM (helper `moe`) has not landed; its factory plugs in here"},
+  };
+  return families;
+}
+
+std::vector<TunableOp*> TunableOps::pointers() const {
+  std::vector<TunableOp*> p;
+  for (const auto& o : ops) p.push_back(o.get());
+  return p;
+}
+
+TunableOps make_tunable_ops(const PlanModel& model, const EngineLimits& limits, int device) {
+  TunableOps out;
+  for (const auto& f : tunable_families()) {
+    if (!f.make) {
+      out.notes.push_back(f.name + ": " + f.note);
+      continue;
+    }
+    for (auto& op : f.make(model, limits, device)) out.ops.push_back(std::move(op));
+  }
+  return out;
+}
+
+}  // namespace dsa::tune

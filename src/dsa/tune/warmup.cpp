@@ -1,0 +1,82 @@
+#include "dsa/tune/warmup.h"
+
+#include <chrono>
+#include <map>
+#include <memory>
+
+#include "dsa/core/log.h"
+#include "dsa/core/progress.h"
+
+namespace dsa::tune {
+
+WarmupStats run_warmup(const WarmupPlan& plan, const std::vector<TunableOp*>& ops, TuningTable& table,
+                       const WarmupOptions& opt) {
+  auto t0 = std::chrono::steady_clock::now();
+  WarmupStats st;
+  std::unique_ptr<ProgressBar> bar;
+  if (opt.progress) bar = std::make_unique<ProgressBar>("tuning", plan.items.size());
+  std::map<std::string, bool> handled;  // key -> ok, for keys seen earlier in this run
+  for (const auto& item : plan.items) {
+    TunableOp& op = *ops.at(item.op);
+    const std::string key = op.key(item.dims);
+    const std::string full = op.name() + "/" + key;
+    if (bar) bar->advance(0, op.name() + " " + item.label);
+    ++st.items;
+    auto seen = handled.find(full);
+    auto cached = table.find(op.name(), op.signature(), key);
+    if (seen == handled.end() && cached && !opt.force) {
+      ++st.buckets;
+      ++st.found;
+    }
+    if (seen == handled.end() && (!cached || opt.force)) {
+      ++st.buckets;
+      BucketResult r = tune_bucket(op, item.dims, opt.tune);
+      handled[full] = r.ok;
+      if (r.ok) {
+        table.set(r.family, r.signature, r.key, r.entry);
+        ++st.tuned;
+      } else {
+        ++st.failed;
+        st.errors.push_back(r.error);
+        log_warn("tuning: {}", r.error);
+      }
+      st.results.push_back(std::move(r));
+      if (bar) bar->advance(1);
+      continue;  // tuning ran every tactic: the kernels are warm
+    }
+    if (seen != handled.end()) {  // same bucket as an earlier item: its kernels already ran
+      if (bar) bar->advance(1);
+      continue;
+    }
+    // Found in the table: run the chosen tactic once so its first launch happens now.
+    const int tactic = cached->tactic;
+    std::string err;
+    try {
+      op.prepare(item.dims);
+      err = run_once(op, tactic, item.dims);
+    } catch (const CudaContextLost&) {
+      throw;
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    try {
+      op.release();
+    } catch (const std::exception& e) {
+      if (err.empty()) err = e.what();
+    }
+    if (!err.empty()) {
+      std::string msg = fmt::format("warm-up of {} {} (tactic {}) failed: {}", op.name(), item.label, tactic, err);
+      log_warn("{}", msg);
+      st.errors.push_back(msg);
+      --st.found;
+      ++st.failed;
+    }
+    handled[full] = err.empty();
+    if (bar) bar->advance(1);
+  }
+  if (bar) bar->finish();
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return st;
+}
+
+}  // namespace dsa::tune
