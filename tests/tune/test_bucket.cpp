@@ -55,7 +55,7 @@ TEST(TuneBucket, KeysNameInstanceAndBucketedDims) {
   EXPECT_THROW(op.bucket({5}, 8192), Error);           // wrong number of dims
   EXPECT_THROW(op.bucket({5, 0}, 8192), Error);        // non-positive dim
   SyntheticOp plain;
-  EXPECT_EQ(plain.key(plain.bucket({100}, 64)), "|tokens=64");
+  EXPECT_EQ(plain.key(plain.bucket({100}, 64)), "tokens=64");
   EXPECT_EQ(next_pow2(1), 1);
   EXPECT_EQ(next_pow2(1025), 2048);
 }

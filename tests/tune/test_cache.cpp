@@ -277,20 +277,42 @@ TEST(TuneCache, MergeKeepsDiskEntriesAndOursWinOnTheSameKey) {
 }
 
 TEST(TuneCache, UnwritableDirectoryIsReportedNotThrown) {
-  if (::geteuid() == 0) GTEST_SKIP() << "running as root: permissions are not enforced";
+  // A regular file where the cache directory should be: fails for every user, root included.
   TempDir d;
-  fs::path ro = d.path / "ro";
-  fs::create_directories(ro);
-  fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec);
-  TuningCache c(ro / "cache", fake_metadata());
+  write_text(d.path / "not-a-dir", "x");
+  TuningCache c(d.path / "not-a-dir" / "cache", fake_metadata());
   TuningTable t;
+  EXPECT_EQ(c.load(t).status, CacheLoadReport::Status::Missing);
   t.set("f", "s", "k", entry(1));
   testing::internal::CaptureStderr();
   auto s = c.save(t);
-  testing::internal::GetCapturedStderr();
+  std::string err = testing::internal::GetCapturedStderr();
   EXPECT_FALSE(s.ok);
   EXPECT_FALSE(s.error.empty());
-  fs::permissions(ro, fs::perms::owner_all);
+  EXPECT_NE(err.find("not saved"), std::string::npos) << err;
+  EXPECT_EQ(t.find("f", "s", "k")->tactic, 1);  // the in-memory choice stays usable
+}
+
+TEST(TuneCache, FallbackFileIsUsedWhenThePrimaryIsGone) {
+  TempDir d;
+  CacheMetadata other = fake_metadata();
+  other.cuda_runtime = 12090;
+  TuningTable ot;
+  ot.set("f", "s", "k0", entry(4));
+  ASSERT_TRUE(TuningCache(d.path, other).save(ot).ok);  // another stack owns the primary name
+  TuningCache c(d.path, fake_metadata());
+  TuningTable t;
+  testing::internal::CaptureStderr();
+  c.load(t);
+  testing::internal::GetCapturedStderr();
+  t.set("f", "s", "k1", entry(1));
+  ASSERT_EQ(c.save(t).path, c.fallback_path());
+  std::filesystem::remove(c.primary_path());  // the user removes the other stack's file
+  TuningTable again;
+  auto l = c.load(again);
+  EXPECT_EQ(l.path, c.fallback_path());
+  EXPECT_EQ(l.entries, 1u);
+  EXPECT_EQ(again.find("f", "s", "k1")->tactic, 1);
 }
 
 // Two processes (fork) save disjoint entries at the same time, one entry per save, each from

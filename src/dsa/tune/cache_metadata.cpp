@@ -72,8 +72,10 @@ static std::string sm_of(const std::string& cap) {
 }
 
 std::string CacheMetadata::device_kind_slug() const {
-  std::string s = slugify(device_name) + "-" + sm_of(capability);
-  if (!route_capability.empty() && route_capability != capability) s += "-as-" + sm_of(route_capability);
+  std::string s = slugify(device_name);
+  if (capability.empty()) return s;  // not a GPU (the CPU self-test)
+  s.append("-").append(sm_of(capability));
+  if (!route_capability.empty() && route_capability != capability) s.append("-as-").append(sm_of(route_capability));
   return s;
 }
 

@@ -27,7 +27,7 @@ std::string TunableOp::key(const Dims& bucketed) const {
   auto names = dim_names();
   DSA_CHECK(bucketed.size() == names.size(), "tunable op {}: got {} dims, the op has {}", name(), bucketed.size(),
             names.size());
-  std::string k = instance_key() + "|";
+  std::string k = instance_key().empty() ? "" : instance_key() + "|";
   for (size_t i = 0; i < names.size(); ++i) k += fmt::format("{}{}={}", i ? "," : "", names[i], bucketed[i]);
   return k;
 }

@@ -62,7 +62,8 @@ class TunableOp {
 
   // Non-virtual helpers.
   Dims bucket(const Dims& dims, int64_t max_tokens) const;  // tokens and other dims bucketed
-  std::string key(const Dims& bucketed) const;               // "<instance>|tokens=4,topk=2048"
+  // Cache key: "<instance>|tokens=4,keys=2048", or "tokens=4,keys=2048" without an instance key.
+  std::string key(const Dims& bucketed) const;
 };
 
 }  // namespace dsa::tune

@@ -8,9 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
@@ -78,17 +76,30 @@ void validate_ops(const nlohmann::json& ops) {
 
 FileRead read_file(const fs::path& p, const CacheMetadata& ours) {
   FileRead r;
-  std::error_code ec;
-  if (!fs::exists(p, ec)) return r;
-  std::ifstream in(p, std::ios::binary);
-  if (!in) {
+  // open() first: a file renamed away by another process between a check and the open is
+  // simply missing, not unreadable.
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return r;
     r.state = FileState::Unreadable;
     r.why = fmt::format("cannot be read: {}", std::strerror(errno));
     return r;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string raw = ss.str();
+  std::string raw;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      r.state = FileState::Unreadable;
+      r.why = fmt::format("cannot be read: {}", std::strerror(errno));
+      ::close(fd);
+      return r;
+    }
+    if (n == 0) break;
+    raw.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
   nlohmann::json doc = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     r.state = FileState::Corrupt;
@@ -313,6 +324,11 @@ CacheSaveReport TuningCache::save(const TuningTable& table) {
     FileLock lock(lock_path());
     Resolved res = resolve(*this, /*locked=*/true);
     rep.path = res.target;
+    if (res.primary_mismatch)
+      log_warn_once("tune-mismatch:" + primary_path().string(),
+                    fmt::format("tuning cache {} was written for another setup ({}); leaving it unchanged and "
+                                "writing {}",
+                                primary_path().string(), res.primary_why, res.target.string()));
     if (res.refuse) fail("not writing the tuning cache: {} holds other metadata", res.refuse_why);
     nlohmann::json doc;
     if (res.read.state == FileState::Ok) doc = std::move(res.read.doc);

@@ -14,7 +14,7 @@ WarmupStats run_warmup(const WarmupPlan& plan, const std::vector<TunableOp*>& op
   auto t0 = std::chrono::steady_clock::now();
   WarmupStats st;
   std::unique_ptr<ProgressBar> bar;
-  if (opt.progress) bar = std::make_unique<ProgressBar>("tuning", plan.items.size());
+  if (opt.progress) bar = std::make_unique<ProgressBar>("dsa tune", plan.items.size());
   std::map<std::string, bool> handled;  // key -> ok, for keys seen earlier in this run
   for (const auto& item : plan.items) {
     TunableOp& op = *ops.at(item.op);
