@@ -4,7 +4,6 @@
 // run finds everything. `--selftest` runs the same machinery on a synthetic CPU op (any
 // machine): a check that plan, tuner, cache and progress work, not a tuning of real kernels.
 #include <cstdio>
-#include <map>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -93,37 +92,29 @@ void run_tune(const TuneArgs& a) {
     cache = std::make_unique<tune::TuningCache>(tune::TuningCache::for_device(a.device));
   }
 
-  std::map<std::string, std::string> sigs;
-  for (auto* op : ops) sigs[op->name()] = op->signature();
-  tune::TuningTable& table = tune::global_tuning_table();
-  auto load = cache->load(table, sigs);
   std::printf("dsa tune: %s\n", target.c_str());
-  std::printf("cache: %s\n", load.message.c_str());
-
-  tune::WarmupPlan plan = tune::build_warmup_plan(ops, limits);
-  std::printf("plan: %zu op(s), %zu token buckets (1..%lld), %zu mixed batch(es), %zu items, %zu distinct buckets\n",
-              ops.size(), plan.token_buckets.size(), static_cast<long long>(limits.max_batched_tokens),
-              tune::mixed_batches(limits).size(), plan.items.size(), plan.unique_keys(ops));
   std::fflush(stdout);
-
   tune::WarmupOptions opt;
   opt.force = a.force;
   opt.progress = true;
   opt.tune.timing.warmups = a.warmups;
   opt.tune.timing.repeats = a.repeats;
-  tune::WarmupStats st = tune::run_warmup(plan, ops, table, opt);
-
+  tune::TuneReport rep = tune::load_tune_and_save(ops, limits, *cache, tune::global_tuning_table(), opt);
+  std::printf("cache: %s\n", rep.load.message.c_str());
+  std::printf("plan: %zu op(s), %zu token buckets (1..%lld), %zu mixed batch(es), %zu items, %zu distinct buckets\n",
+              ops.size(), rep.plan.token_buckets.size(), static_cast<long long>(limits.max_batched_tokens),
+              tune::mixed_batches(limits).size(), rep.plan.items.size(), rep.distinct_buckets);
+  const auto& st = rep.stats;
   print_choices(st);
-  auto saved = cache->save(table);
   std::printf("tuned %zu bucket(s), found %zu in the cache, %zu failed; %.2f s\n", st.tuned, st.found, st.failed,
               st.seconds);
-  if (saved.ok)
-    std::printf("cache: %s (%zu entries written, %zu in the file)\n", saved.path.string().c_str(), saved.written,
-                saved.total);
+  if (rep.save.ok)
+    std::printf("cache: %s (%zu entries written, %zu in the file)\n", rep.save.path.string().c_str(),
+                rep.save.written, rep.save.total);
   else
-    std::printf("cache: NOT saved: %s\n", saved.error.c_str());
+    std::printf("cache: NOT saved: %s\n", rep.save.error.c_str());
   for (const auto& e : st.errors) std::printf("error: %s\n", e.c_str());
-  if (!saved.ok || st.failed) set_exit_code(1);
+  if (!rep.ok()) set_exit_code(1);
 }
 
 const bool registered = add_command([](CLI::App& app) {

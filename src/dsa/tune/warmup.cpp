@@ -15,6 +15,14 @@ WarmupStats run_warmup(const WarmupPlan& plan, const std::vector<TunableOp*>& op
   WarmupStats st;
   std::unique_ptr<ProgressBar> bar;
   if (opt.progress) bar = std::make_unique<ProgressBar>("dsa tune", plan.items.size());
+  auto last_checkpoint = t0;
+  auto maybe_checkpoint = [&](bool force) {
+    if (!opt.checkpoint) return;
+    auto now = std::chrono::steady_clock::now();
+    if (!force && std::chrono::duration<double>(now - last_checkpoint).count() < opt.checkpoint_seconds) return;
+    last_checkpoint = now;
+    opt.checkpoint();
+  };
   std::map<std::string, bool> handled;  // key -> ok, for keys seen earlier in this run
   for (const auto& item : plan.items) {
     TunableOp& op = *ops.at(item.op);
@@ -41,6 +49,7 @@ WarmupStats run_warmup(const WarmupPlan& plan, const std::vector<TunableOp*>& op
         log_warn("tuning: {}", r.error);
       }
       st.results.push_back(std::move(r));
+      maybe_checkpoint(false);
       if (bar) bar->advance(1);
       continue;  // tuning ran every tactic: the kernels are warm
     }
@@ -75,8 +84,27 @@ WarmupStats run_warmup(const WarmupPlan& plan, const std::vector<TunableOp*>& op
     if (bar) bar->advance(1);
   }
   if (bar) bar->finish();
+  if (st.tuned) maybe_checkpoint(true);
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
+}
+
+TuneReport load_tune_and_save(const std::vector<TunableOp*>& ops, const EngineLimits& limits, TuningCache& cache,
+                              TuningTable& table, WarmupOptions opt) {
+  TuneReport rep;
+  std::map<std::string, std::string> sigs;
+  for (auto* op : ops) sigs[op->name()] = op->signature();
+  rep.load = cache.load(table, sigs);
+  rep.plan = build_warmup_plan(ops, limits);
+  rep.distinct_buckets = rep.plan.unique_keys(ops);
+  auto user_checkpoint = opt.checkpoint;
+  opt.checkpoint = [&] {
+    if (user_checkpoint) user_checkpoint();
+    rep.save = cache.save(table);
+  };
+  rep.stats = run_warmup(rep.plan, ops, table, opt);
+  if (rep.stats.tuned == 0) rep.save = cache.save(table);  // nothing new: writes nothing, reports the file
+  return rep;
 }
 
 }  // namespace dsa::tune

@@ -3,10 +3,12 @@
 // now); every other bucket is tuned and its choice recorded in the table. Failures are
 // counted and described, never thrown (except a CUDA context lost for good).
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "dsa/tune/tuner.h"
+#include "dsa/tune/tuning_cache.h"
 #include "dsa/tune/tuning_table.h"
 #include "dsa/tune/warmup_plan.h"
 
@@ -16,6 +18,10 @@ struct WarmupOptions {
   TuneOptions tune;
   bool force = false;     // re-tune buckets that are in the table
   bool progress = false;  // progress bar on stderr
+  // Called after a tuned bucket when checkpoint_seconds have passed since the last call (e.g.
+  // to save the cache, so an interrupted long run keeps what it tuned), and once at the end.
+  std::function<void()> checkpoint;
+  double checkpoint_seconds = 20;
 };
 
 struct WarmupStats {
@@ -31,5 +37,19 @@ struct WarmupStats {
 
 WarmupStats run_warmup(const WarmupPlan& plan, const std::vector<TunableOp*>& ops, TuningTable& table,
                        const WarmupOptions& opt = {});
+
+// The whole start-up sequence for a set of ops on one device (what `dsa tune` runs, and what
+// the engine runs before it reports ready): load the cache into `table` (skipping families
+// whose signature changed), build the plan, run it, save what was tuned.
+struct TuneReport {
+  CacheLoadReport load;
+  CacheSaveReport save;
+  WarmupPlan plan;
+  WarmupStats stats;
+  size_t distinct_buckets = 0;
+  bool ok() const { return save.ok && stats.failed == 0; }
+};
+TuneReport load_tune_and_save(const std::vector<TunableOp*>& ops, const EngineLimits& limits, TuningCache& cache,
+                              TuningTable& table, WarmupOptions opt = {});
 
 }  // namespace dsa::tune
