@@ -10,6 +10,12 @@ if(NOT DSA_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_ARCHITECTURES OFF)
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      # CMake < 3.27 does not know nvcc's C++20 flag and would refuse CUDA_STANDARD 20 (which it
+      # also derives from CXX_STANDARD) as soon as a .cu file exists; nvcc >= 12 accepts it.
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     set(DSA_WITH_CUDA ON)
