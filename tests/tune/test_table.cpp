@@ -68,3 +68,36 @@ TEST(TuneTable, DiskEntriesNeverReplaceOurs) {
   EXPECT_EQ(t.size(), 2u);
   EXPECT_EQ(t.ours_count(), 1u);
 }
+
+TEST(TuneTable, StaleTacticUnderAnUnchangedSignatureIsNotUsed) {
+  // The op's tactic 1 is "variant 1"; the cache says tactic 1 is "splits=8": the id means
+  // something else now, although the signature did not change.
+  SyntheticOp op(SyntheticOp::Config{.name = "lookup_stale_op", .signature = "same"});
+  TuningTable t;
+  TunedEntry stale = entry(1);
+  stale.description = "splits=8";
+  t.load_entry("lookup_stale_op", "same", op.key({1}), stale);
+  t.load_entry("lookup_stale_op", "same", op.key({2}), entry(3));  // valid
+  t.load_entry("lookup_stale_op", "same", op.key({4}), entry(9));  // id the op does not have
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(t.tactic_for(op, {1}, 64), kDefaultTactic);
+  EXPECT_EQ(t.tactic_for(op, {1}, 64), kDefaultTactic);
+  EXPECT_EQ(t.tactic_for(op, {2}, 64), 3);
+  EXPECT_EQ(t.tactic_for(op, {4}, 64), kDefaultTactic);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count(err, "is not in the op's tactic list"), 2) << err;
+  // Re-tuning fixes the key.
+  t.set("lookup_stale_op", "same", op.key({1}), entry(0));
+  EXPECT_EQ(t.tactic_for(op, {1}, 64), 0);
+}
+
+TEST(TuneTable, EngineLimitForLookups) {
+  SyntheticOp op(SyntheticOp::Config{.name = "lookup_limit_op", .signature = "s"});
+  TuningTable t;
+  EXPECT_THROW(t.tactic_for(op, {1}), Error);  // limit not set
+  t.set_max_batched_tokens(48);
+  t.set("lookup_limit_op", "s", op.key({48}), entry(2));
+  EXPECT_EQ(t.tactic_for(op, {33}), 2);   // 33 -> 64 -> clamped to 48
+  EXPECT_EQ(t.tactic_for(op, {500}), 2);  // above the limit: clamped
+  EXPECT_THROW(t.set_max_batched_tokens(0), Error);
+}

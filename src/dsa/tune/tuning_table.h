@@ -47,7 +47,14 @@ class TuningTable {
 
   // Run-time lookup: the tuned tactic for `dims` (unbucketed) of `op`, else the default with
   // one warning per family and process. max_tokens: the engine's max batched tokens.
+  // The first time a key is used, its stored tactic is checked against the op's tactic list at
+  // that bucket (same id, same description): a mismatch (the tactic set changed but the
+  // signature did not) is warned about once and the default is used, never a wrong tactic.
   int tactic_for(const TunableOp& op, const Dims& dims, int64_t max_tokens) const;
+  // Same, with the limit given by set_max_batched_tokens() (the engine sets it at start-up).
+  int tactic_for(const TunableOp& op, const Dims& dims) const;
+  void set_max_batched_tokens(int64_t n);
+  int64_t max_batched_tokens() const;
 
   std::map<std::string, FamilyEntries> snapshot() const;
   size_t size() const;
@@ -57,6 +64,8 @@ class TuningTable {
  private:
   mutable std::shared_mutex mu_;
   std::map<std::string, FamilyEntries> families_;
+  mutable std::map<std::string, bool> checked_;  // family/key -> stored tactic is valid
+  int64_t max_batched_tokens_ = 0;
 };
 
 // The process-wide table that ops consult (the engine fills it at start-up from the cache).
