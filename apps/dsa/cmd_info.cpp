@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "dsa/attention/priority.h"
+#include "dsa/attention/registry.h"
 #include "dsa/core/device.h"
 
 namespace dsa::cli {
@@ -40,6 +42,27 @@ nlohmann::json info_json() {
   j["capability_override"] = ov ? nlohmann::json(ov->str()) : nlohmann::json(nullptr);
   auto eff = effective_capability(0);
   j["effective_capability"] = eff ? nlohmann::json(eff->str()) : nlohmann::json("none (CPU only)");
+  attn::register_builtin_attention_backends();
+  nlohmann::json backends = nlohmann::json::array();
+  for (const auto* b : attn::attention_backend_registry().all()) {
+    std::vector<std::string> kv, dt;
+    for (auto d : b->supported_kv_cache_dtypes()) kv.emplace_back(attn::kv_cache_dtype_name(d));
+    for (auto d : b->supported_dtypes()) dt.emplace_back(dtype_name(d));
+    auto hc = b->supported_head_counts();
+    backends.push_back({{"name", std::string(b->name())},
+                        {"description", std::string(b->description())},
+                        {"platform", b->runs_on_gpu() ? "cuda " + b->capability_requirement() : "cpu"},
+                        {"dtypes", dt},
+                        {"kv_cache_dtypes", kv},
+                        {"head_sizes", b->supported_head_sizes()},
+                        {"head_counts", hc ? nlohmann::json(*hc) : nlohmann::json("any")},
+                        {"page_sizes", b->supported_page_sizes().describe()},
+                        {"sink", b->supports_sink()}});
+  }
+  j["attention_backends"] = backends;
+  nlohmann::json prio = nlohmann::json::object();
+  for (const auto& row : attn::attention_priority_table()) prio[row.platform] = row.backends;
+  j["attention_priority"] = prio;
   return j;
 }
 
@@ -66,6 +89,11 @@ void print_text(const nlohmann::json& j) {
     std::printf("capability override: DSA_DEVICE_CAPABILITY=%s is in force; selection acts as on %s\n",
                 j["capability_override"].get<std::string>().c_str(), j["capability_override"].get<std::string>().c_str());
   std::printf("effective capability: %s\n", j["effective_capability"].get<std::string>().c_str());
+  std::printf("attention backends (dsa select --model M shows the choice per layer type):\n");
+  for (const auto& b : j["attention_backends"])
+    std::printf("  %-16s %s; kv %s; d_qk %s; page sizes %s\n", b["name"].get<std::string>().c_str(),
+                b["platform"].get<std::string>().c_str(), b["kv_cache_dtypes"].dump().c_str(),
+                b["head_sizes"].dump().c_str(), b["page_sizes"].get<std::string>().c_str());
 }
 
 const bool registered = add_command([](CLI::App& app) {
