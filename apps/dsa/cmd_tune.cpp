@@ -14,6 +14,7 @@
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
 #include "dsa/core/version.h"
+#include "dsa/model/config.h"
 #include "dsa/tune/families.h"
 #include "dsa/tune/synthetic_op.h"
 #include "dsa/tune/tuning_cache.h"
@@ -68,8 +69,8 @@ void run_tune(const TuneArgs& a) {
     target = "synthetic CPU op (self-test of the tuning machinery; no real kernels are tuned)";
   } else {
     DSA_CHECK(!a.model.empty(), "dsa tune: --model NAME|DIR is required (built-in names: {})",
-              fmt::format("{}", fmt::join(tune::plan_model_names(), ", ")));
-    tune::PlanModel model = tune::load_plan_model(a.model);
+              fmt::format("{}", fmt::join(model::builtin_model_names(), ", ")));
+    tune::PlanModel pm = tune::load_plan_model(a.model);
     if (cuda_devices().empty()) {
       std::printf(
           "dsa tune: nothing to tune on this device: %s.\n"
@@ -79,11 +80,13 @@ void run_tune(const TuneArgs& a) {
           cuda_unavailable_reason().c_str());
       return;
     }
-    made = tune::make_tunable_ops(model, limits, a.device);
+    DSA_CHECK(a.device >= 0 && a.device < static_cast<int>(cuda_devices().size()),
+              "dsa tune: --device {}: this machine has {} CUDA device(s)", a.device, cuda_devices().size());
+    made = tune::make_tunable_ops(pm, limits, a.device);
     for (const auto& n : made.notes) std::printf("note: %s\n", n.c_str());
     ops = made.pointers();
     const auto& dev = cuda_devices().at(a.device);
-    target = fmt::format("{} on cuda:{} ({}, sm {})", model.name, a.device, dev.name, dev.capability.str());
+    target = fmt::format("{} on cuda:{} ({}, sm {})", pm.name, a.device, dev.name, dev.capability.str());
     if (ops.empty()) {
       std::printf("dsa tune: nothing to tune: this build has no tunable kernel family for %s yet (see notes).\n",
                   target.c_str());

@@ -67,7 +67,7 @@ TEST(TuneCli, WithoutAGpuThereIsNothingToTune) {
   EXPECT_TRUE(fs::is_empty(d.path));  // no cache file written
   CliRun bad = run("tune --model no-such-model", d.path);
   EXPECT_EQ(bad.rc, 1) << bad.out;
-  EXPECT_NE(bad.out.find("unknown model 'no-such-model'"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("no-such-model"), std::string::npos) << bad.out;
   CliRun none = run("tune", d.path);
   EXPECT_EQ(none.rc, 1) << none.out;
   EXPECT_NE(none.out.find("--model NAME|DIR is required"), std::string::npos) << none.out;

@@ -57,35 +57,26 @@ TEST(TuneWarmupPlan, OtherDimsCrossTheTokenBuckets) {
   EXPECT_EQ(plan.items[4].dims, (Dims{1, 2048}));
 }
 
-TEST(TuneWarmupPlan, ModelsFromNamesAndConfigDirs) {
+TEST(TuneWarmupPlan, ModelsFromTheModelConfig) {
   PlanModel flash = load_plan_model("deepseek-v4-flash");
-  EXPECT_EQ(flash.num_heads, 64);
-  EXPECT_EQ(flash.index_topk, 512);
-  EXPECT_EQ(flash.layer_kinds.size(), 43u);
-  EXPECT_EQ(flash.layer_kinds[0], AttentionKind::SlidingOnly);
-  EXPECT_EQ(flash.layer_kinds[2], AttentionKind::Csa);
-  EXPECT_EQ(flash.layer_kinds[3], AttentionKind::Hca);
-  EXPECT_EQ(flash.layer_kinds[42], AttentionKind::Csa);
-  EXPECT_EQ(flash.distinct_kinds().size(), 3u);
-  PlanModel pro = load_plan_model("deepseek-v4-pro");
-  EXPECT_EQ(pro.layer_kinds.size(), 61u);
-  EXPECT_EQ(pro.layer_kinds[0], AttentionKind::Hca);
-  EXPECT_EQ(pro.num_heads, 128);
+  EXPECT_EQ(flash.model_type, "deepseek_v4");
+  ASSERT_EQ(flash.attention.size(), 3u);  // sliding, CSA, HCA: three attention op instances
+  EXPECT_EQ(flash.attention[0].kind, attn::LayerKind::Sliding);
+  EXPECT_EQ(flash.attention[1].kind, attn::LayerKind::Csa);
+  EXPECT_EQ(flash.attention[1].topk, 512);
+  EXPECT_EQ(flash.attention[1].num_heads, 64);
+  EXPECT_EQ(flash.attention[2].kind, attn::LayerKind::Hca);
+  EXPECT_EQ(flash.hidden_size, 4096);
+  EXPECT_EQ(flash.experts_per_token, 6);
   PlanModel glm = load_plan_model("glm-5.1");
-  EXPECT_EQ(glm.d_qk, 576);
-  EXPECT_EQ(glm.distinct_kinds(), std::vector<AttentionKind>{AttentionKind::Dsa});
+  ASSERT_EQ(glm.attention.size(), 1u);
+  EXPECT_EQ(glm.attention[0].kind, attn::LayerKind::MlaSparse);
+  EXPECT_EQ(glm.attention[0].head_size, 576);
+  EXPECT_EQ(glm.attention[0].topk, 2048);
   EXPECT_THROW(load_plan_model("llama-3"), Error);
-
-  TempDir d;
-  write_text(d.path / "config.json", R"({"model_type": "glm_moe_dsa", "num_attention_heads": 32,
-    "index_topk": 2048, "hidden_size": 6144, "moe_intermediate_size": 2048, "n_routed_experts": 256,
-    "num_experts_per_tok": 8, "num_hidden_layers": 4, "kv_lora_rank": 512, "qk_rope_head_dim": 64})");
-  PlanModel m = load_plan_model(d.path.string());
-  EXPECT_EQ(m.num_heads, 32);
-  EXPECT_EQ(m.d_qk, 576);
-  EXPECT_EQ(m.layer_kinds.size(), 4u);
-  write_text(d.path / "config.json", R"({"model_type": "glm_moe_dsa"})");
-  EXPECT_THROW(load_plan_model(d.path.string()), Error);
+  PlanModel empty;
+  empty.name = "x";
+  EXPECT_THROW(empty.validate(), Error);
 }
 
 TEST(TuneWarmup, FirstRunTunesSecondRunFindsEverything) {
