@@ -46,7 +46,7 @@ WarmupStats run_warmup(const WarmupPlan& plan, const std::vector<TunableOp*>& op
       } else {
         ++st.failed;
         st.errors.push_back(r.error);
-        log_warn("tuning: {}", r.error);
+        if (!bar) log_warn("tuning: {}", r.error);  // with a bar, the caller prints st.errors
       }
       st.results.push_back(std::move(r));
       maybe_checkpoint(false);
@@ -75,7 +75,7 @@ WarmupStats run_warmup(const WarmupPlan& plan, const std::vector<TunableOp*>& op
     }
     if (!err.empty()) {
       std::string msg = fmt::format("warm-up of {} {} (tactic {}) failed: {}", op.name(), item.label, tactic, err);
-      log_warn("{}", msg);
+      if (!bar) log_warn("{}", msg);
       st.errors.push_back(msg);
       --st.found;
       ++st.failed;

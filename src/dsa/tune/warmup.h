@@ -1,7 +1,8 @@
 // Runs a warm-up plan: each item whose bucket is in the table (and --force is off) is "found"
 // and its chosen tactic runs once (so first-launch costs such as lazy module loading are paid
 // now); every other bucket is tuned and its choice recorded in the table. Failures are
-// counted and described, never thrown (except a CUDA context lost for good).
+// counted and described in the stats (logged too unless a progress bar is shown: then the
+// caller prints them after the bar), never thrown (except a CUDA context lost for good).
 #pragma once
 #include <functional>
 #include <string>
