@@ -1,14 +1,15 @@
 #include "dsa/tune/families.h"
 
+#include "dsa/tune/sparse_mla_tunable.h"
+
 namespace dsa::tune {
 
 const std::vector<TunableFamily>& tunable_families() {
   static const std::vector<TunableFamily> families = {
       {"sparse_mla_decode",
-       "sparse MLA decode (per attention kind of the model): KV split count per token bucket",
-       {},
-       "not in this build yet: the sparse MLA decode op (src/dsa/ops/sparse_mla/, helper `attn`) has not landed; "
-       "its factory plugs in here"},
+       "sparse MLA decode (per attention layer type of the model): heads per CTA x KV split count",
+       make_sparse_mla_tunables,
+       ""},
       {"moe_expert_gemm",
        "MoE expert GEMM / linear layers: tile shape per token bucket",
        {},
