@@ -36,22 +36,30 @@ TEST(TuneSparseMla, OneInstancePerAttentionLayerType) {
   EXPECT_EQ(glm[0]->signature(), flash[0]->signature());
 }
 
-TEST(TuneSparseMla, TacticIdsAreTheOpsTacticList) {
+TEST(TuneSparseMla, TacticIdsAreStableCodesOfTheOpsTactics) {
   SparseMlaTuneConfig c;
   c.device = Device::cpu();
   SparseMlaTunable op(c);
-  auto t = op.tactics({1});
-  ASSERT_GE(t.size(), 3u);
-  EXPECT_EQ(t[0].id, kDefaultTactic);
-  ops::SparseMlaParams p;
-  p.q = Tensor::empty({1, 64, 576}, DType::BF16);
-  p.main.indices = Tensor::empty({1, 2048}, DType::I32);
-  auto list = ops::sparse_mla_tactics(p);
-  ASSERT_EQ(t.size(), list.size() + 1);
-  for (size_t i = 0; i < list.size(); ++i) {
-    EXPECT_EQ(t[i + 1].id, static_cast<int>(i));
-    EXPECT_EQ(t[i + 1].description, list[i].name());
+  for (int64_t T : {1, 8192}) {  // at T = 8192 large split counts are not offered
+    auto t = op.tactics({T});
+    ASSERT_GE(t.size(), 3u);
+    EXPECT_EQ(t[0].id, kDefaultTactic);
+    static char dummy[16];  // shapes only: the tactic list never reads the data
+    ops::SparseMlaParams p;
+    p.q = Tensor::from_blob(dummy, {T, 64, 576}, DType::BF16);
+    p.main.indices = Tensor::from_blob(dummy, {T, 2048}, DType::I32);
+    auto list = ops::sparse_mla_tactics(p);
+    ASSERT_EQ(t.size(), list.size() + 1) << "T=" << T;
+    for (size_t i = 0; i < list.size(); ++i) {
+      EXPECT_EQ(t[i + 1].id, list[i].heads_per_cta * 100 + list[i].splits);
+      EXPECT_EQ(t[i + 1].description, list[i].name());
+      EXPECT_EQ(sparse_mla_op_tactic(p, t[i + 1].id), static_cast<int>(i));  // back to the op's index
+    }
+    EXPECT_EQ(sparse_mla_op_tactic(p, kDefaultTactic), kDefaultTactic);
+    EXPECT_EQ(sparse_mla_op_tactic(p, 3264), kDefaultTactic);  // h32_s64: never offered
   }
+  // The positions shift with T; the ids do not.
+  EXPECT_LT(op.tactics({8192}).size(), op.tactics({1}).size());
 }
 
 TEST(TuneSparseMla, TunesOnTheCpuReferencePath) {

@@ -49,7 +49,7 @@ std::string SparseMlaTunable::instance_key() const {
 // op changes its tactic space (ids are indices into that list). Computed once per process.
 std::string SparseMlaTunable::signature() const {
   static const std::string sig = [] {
-    std::string s = "sparse_mla_tactics:";
+    std::string s = "sparse_mla:id=hpc*100+splits:";
     for (int h : {16, 32, 64, 128}) {
       ops::SparseMlaParams p;
       p.q = Tensor::empty({1, h, 576}, DType::BF16);
@@ -84,26 +84,38 @@ int64_t SparseMlaTunable::extra_width(const Dims& dims) const {
   return cfg_.extra_keys;
 }
 
+// Metadata-only params: the tensors borrow a dummy pointer that is never read (the tactic list
+// depends on shapes only), so even prefill-sized T costs no memory.
 ops::SparseMlaParams SparseMlaTunable::shape_params(int64_t tokens, int64_t extra_keys) const {
+  static char dummy alignas(16)[16];
   ops::SparseMlaParams p;
-  p.q = Tensor::empty({tokens, cfg_.heads, ops::kv_cache_d_qk(cfg_.kind)}, DType::BF16);
+  p.q = Tensor::from_blob(dummy, {tokens, cfg_.heads, ops::kv_cache_d_qk(cfg_.kind)}, DType::BF16);
   p.main.cache.kind = cfg_.kind;
   p.main.cache.page_size = cfg_.main_page;
-  p.main.indices = Tensor::empty({tokens, cfg_.main_keys}, DType::I32);
+  p.main.indices = Tensor::from_blob(dummy, {tokens, cfg_.main_keys}, DType::I32);
   if (extra_keys > 0) {
     p.extra.emplace();
     p.extra->cache.kind = cfg_.kind;
     p.extra->cache.page_size = cfg_.extra_page;
-    p.extra->indices = Tensor::empty({tokens, extra_keys}, DType::I32);
+    p.extra->indices = Tensor::from_blob(dummy, {tokens, extra_keys}, DType::I32);
   }
   return p;
 }
 
+int sparse_mla_tune_id(const ops::SparseMlaTactic& t) { return t.heads_per_cta * 100 + t.splits; }
+
+int sparse_mla_op_tactic(const ops::SparseMlaParams& p, int tune_id) {
+  if (tune_id == kDefaultTactic) return kDefaultTactic;
+  auto list = ops::sparse_mla_tactics(p);
+  for (size_t i = 0; i < list.size(); ++i)
+    if (sparse_mla_tune_id(list[i]) == tune_id) return static_cast<int>(i);
+  return kDefaultTactic;
+}
+
 std::vector<Tactic> SparseMlaTunable::tactics(const Dims& dims) const {
-  // The list depends on the head count and the key count only: one token of metadata suffices.
-  auto list = ops::sparse_mla_tactics(shape_params(1, extra_width(dims)));
   std::vector<Tactic> out{{kDefaultTactic, "default (heuristic)"}};
-  for (size_t i = 0; i < list.size(); ++i) out.push_back({static_cast<int>(i), list[i].name()});
+  for (const auto& t : ops::sparse_mla_tactics(shape_params(dims.at(0), extra_width(dims))))
+    out.push_back({sparse_mla_tune_id(t), t.name()});
   return out;
 }
 
@@ -215,9 +227,13 @@ void SparseMlaTunable::prepare(const Dims& dims) {
 void SparseMlaTunable::run(int tactic, const Dims& dims) {
   DSA_CHECK(!sets_.empty() && sets_[0].tokens() == dims.at(0), "sparse_mla tuning: run before prepare({})",
             dims.at(0));
+  const ops::SparseMlaParams& p = sets_[next_set_];
+  int index = sparse_mla_op_tactic(p, tactic);
+  DSA_CHECK(tactic == kDefaultTactic || index != kDefaultTactic,
+            "sparse_mla tuning: tactic {} is not offered for T={}", tactic, p.tokens());
   last_set_ = next_set_;
   next_set_ = (next_set_ + 1) % sets_.size();
-  ops::sparse_mla_decode(sets_[last_set_], tactic);
+  ops::sparse_mla_decode(p, index);
 }
 
 void SparseMlaTunable::release() {

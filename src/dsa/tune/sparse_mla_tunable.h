@@ -1,6 +1,9 @@
-// The sparse MLA decode op (ops/sparse_mla) as a tunable op. Tactic id = index into
-// ops::sparse_mla_tactics(params) (heads per CTA x KV split count, e.g. "h32_s4"); -1 = the op's
-// own heuristic default. One instance per attention layer type of a model: the static shape
+// The sparse MLA decode op (ops/sparse_mla) as a tunable op. A tactic is a heads-per-CTA x KV
+// split count pair (e.g. "h32_s4"); -1 = the op's own heuristic default. The op numbers its
+// tactics by position in a list that depends on the shape (T included: large T drops split
+// counts whose workspace would be too big), so positions are not stable across a bucket. The
+// tuner's ids are therefore stable codes, heads_per_cta * 100 + splits (h32_s4 = 3204), and
+// sparse_mla_op_tactic() maps one to the op's position for the actual params at run time. One instance per attention layer type of a model: the static shape
 // (cache kind, heads, list widths, page sizes, sink) is its instance key; the token count is
 // the only dynamic dim, except for V4's HCA layers, whose compressed list grows with the
 // context (dim "keys", bucketed to a few widths).
@@ -62,6 +65,12 @@ class SparseMlaTunable : public TunableOp {
   std::vector<ops::SparseMlaParams> sets_;      // rotated input sets of the prepared bucket
   size_t next_set_ = 0, last_set_ = 0;
 };
+
+// Stable tuner id of an op tactic (heads_per_cta * 100 + splits).
+int sparse_mla_tune_id(const ops::SparseMlaTactic& t);
+// The op's tactic index for `p` of the tuned id (for ops::sparse_mla_decode(p, index)); -1 (the
+// default) for -1 or an id that these params do not offer.
+int sparse_mla_op_tactic(const ops::SparseMlaParams& p, int tune_id);
 
 // One instance per attention layer type of `model` on CUDA device `device` (the registry's
 // factory for the sparse_mla_decode family).
