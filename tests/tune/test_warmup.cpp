@@ -121,6 +121,28 @@ TEST(TuneWarmup, FirstRunTunesSecondRunFindsEverything) {
   EXPECT_EQ(s3.found, 0u);
 }
 
+TEST(TuneWarmup, StaleCachedTacticIsTunedAgain) {
+  SyntheticOp::Config cfg;
+  cfg.name = "stale_warmup_op";
+  cfg.unit_us = 1;
+  SyntheticOp op(cfg);
+  std::vector<TunableOp*> ops{&op};
+  WarmupPlan plan = build_warmup_plan(ops, {.max_batched_tokens = 2, .max_seqs = 1});
+  TuningTable t;
+  TunedEntry stale;
+  stale.tactic = 1;
+  stale.description = "splits=8";  // id 1 is "variant 1" now
+  t.load_entry("stale_warmup_op", op.signature(), op.key({1}), stale);
+  TunedEntry good;
+  good.tactic = 0;
+  good.description = "variant 0";
+  t.load_entry("stale_warmup_op", op.signature(), op.key({2}), good);
+  WarmupStats s = run_warmup(plan, ops, t, {});
+  EXPECT_EQ(s.tuned, 1u);
+  EXPECT_EQ(s.found, 1u);
+  EXPECT_NE(t.find("stale_warmup_op", op.signature(), op.key({1}))->description, "splits=8");
+}
+
 TEST(TuneWarmup, FailedBucketsAreCountedNotCached) {
   class AlwaysFails : public SyntheticOp {
     std::string name() const override { return "always_fails"; }

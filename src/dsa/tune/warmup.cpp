@@ -9,6 +9,16 @@
 
 namespace dsa::tune {
 
+namespace {
+// Whether the op still offers the cached tactic at this bucket under the same description.
+bool still_offered(const TunableOp& op, const Dims& dims, const TunedEntry& e) {
+  if (e.tactic == kDefaultTactic) return true;
+  for (const auto& t : op.tactics(dims))
+    if (t.id == e.tactic && t.description == e.description) return true;
+  return false;
+}
+}  // namespace
+
 WarmupStats run_warmup(const WarmupPlan& plan, const std::vector<TunableOp*>& ops, TuningTable& table,
                        const WarmupOptions& opt) {
   auto t0 = std::chrono::steady_clock::now();
@@ -32,6 +42,11 @@ WarmupStats run_warmup(const WarmupPlan& plan, const std::vector<TunableOp*>& op
     ++st.items;
     auto seen = handled.find(full);
     auto cached = table.find(op.name(), op.signature(), key);
+    if (cached && seen == handled.end() && !still_offered(op, item.dims, *cached)) {
+      log_info("tuning: cached tactic {} ('{}') of {} {} is not offered any more: tuning it again", cached->tactic,
+               cached->description, op.name(), key);
+      cached.reset();
+    }
     if (seen == handled.end() && cached && !opt.force) {
       ++st.buckets;
       ++st.found;
