@@ -102,11 +102,15 @@ void run_tune(const TuneArgs& a) {
   opt.progress = true;
   opt.tune.timing.warmups = a.warmups;
   opt.tune.timing.repeats = a.repeats;
-  tune::TuneReport rep = tune::load_tune_and_save(ops, limits, *cache, tune::global_tuning_table(), opt);
-  std::printf("cache: %s\n", rep.load.message.c_str());
-  std::printf("plan: %zu op(s), %zu token buckets (1..%lld), %zu mixed batch(es), %zu items, %zu distinct buckets\n",
-              ops.size(), rep.plan.token_buckets.size(), static_cast<long long>(limits.max_batched_tokens),
-              tune::mixed_batches(limits).size(), rep.plan.items.size(), rep.distinct_buckets);
+  tune::TuneReport rep = tune::load_tune_and_save(
+      ops, limits, *cache, tune::global_tuning_table(), opt, [&](const tune::TuneReport& r) {
+        std::printf("cache: %s\n", r.load.message.c_str());
+        std::printf("plan: %zu op(s), %zu token buckets (1..%lld), %zu mixed batch(es), %zu items, %zu distinct "
+                    "buckets\n",
+                    ops.size(), r.plan.token_buckets.size(), static_cast<long long>(limits.max_batched_tokens),
+                    tune::mixed_batches(limits).size(), r.plan.items.size(), r.distinct_buckets);
+        std::fflush(stdout);
+      });
   const auto& st = rep.stats;
   print_choices(st);
   std::printf("tuned %zu bucket(s), found %zu in the cache, %zu failed; %.2f s\n", st.tuned, st.found, st.failed,

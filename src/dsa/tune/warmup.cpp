@@ -105,13 +105,15 @@ WarmupStats run_warmup(const WarmupPlan& plan, const std::vector<TunableOp*>& op
 }
 
 TuneReport load_tune_and_save(const std::vector<TunableOp*>& ops, const EngineLimits& limits, TuningCache& cache,
-                              TuningTable& table, WarmupOptions opt) {
+                              TuningTable& table, WarmupOptions opt,
+                              const std::function<void(const TuneReport&)>& on_start) {
   TuneReport rep;
   std::map<std::string, std::string> sigs;
   for (auto* op : ops) sigs[op->name()] = op->signature();
   rep.load = cache.load(table, sigs);
   rep.plan = build_warmup_plan(ops, limits);
   rep.distinct_buckets = rep.plan.unique_keys(ops);
+  if (on_start) on_start(rep);
   auto user_checkpoint = opt.checkpoint;
   opt.checkpoint = [&] {
     if (user_checkpoint) user_checkpoint();

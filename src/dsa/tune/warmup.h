@@ -50,7 +50,9 @@ struct TuneReport {
   size_t distinct_buckets = 0;
   bool ok() const { return save.ok && stats.failed == 0; }
 };
+// `on_start` (optional) sees the load report and the plan before the run starts.
 TuneReport load_tune_and_save(const std::vector<TunableOp*>& ops, const EngineLimits& limits, TuningCache& cache,
-                              TuningTable& table, WarmupOptions opt = {});
+                              TuningTable& table, WarmupOptions opt = {},
+                              const std::function<void(const TuneReport&)>& on_start = {});
 
 }  // namespace dsa::tune
