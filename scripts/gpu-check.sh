@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One pass on the GPU machine: build Release for sm_90a with all cores, run the GPU tests on the
+# One pass on the GPU machine: build Release for sm_90a (and sm_120a, as CI does) with all cores, run the GPU tests on the
 # native route and on the SM120 route (DSA_DEVICE_CAPABILITY=12.0), run the benchmarks. Logs and
 # JSON go to ${OUT:-out}. Usage: scripts/gpu-check.sh [stage ...]; stages: build test test120
 # bench (default: all). Keep a run under 10 minutes.
@@ -17,7 +17,7 @@ for s in "${stages[@]}"; do
   case $s in
     build)
       nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv | tee "$OUT/gpu.txt"
-      DSA_BUILD_DIR=$build DSA_CUDA_ARCHS=${DSA_CUDA_ARCHS:-90a} DSA_JOBS=16 DSA_CUDA=ON \
+      DSA_BUILD_DIR=$build DSA_CUDA_ARCHS=${DSA_CUDA_ARCHS:-90a;120a} DSA_JOBS=16 DSA_CUDA=ON \
         scripts/build.sh 2>&1 | tail -n 30 | tee "$OUT/build.log" || { echo "BUILD FAILED"; exit 1; }
       "$dsa" info | tee "$OUT/info.txt"
       DSA_DEVICE_CAPABILITY=12.0 "$dsa" info | tail -n 2 | tee -a "$OUT/info.txt"

@@ -218,6 +218,7 @@ void run_select(const SelectArgs& in) {
 
   attn::PlanOptions opt;
   opt.capability = p.capability;
+  if (build_info().cuda) opt.build_cuda_archs = build_cuda_arch_list();  // reject devices without a kernel image
   opt.kv_cache_dtype = attn::parse_kv_cache_dtype(a.kv_cache_dtype);
   opt.block_size = a.block_size;
   opt.select.forced = a.backend;

@@ -183,13 +183,13 @@ TEST(AttentionBackendReasons, ExactTexts) {
        {"needs a CUDA GPU (selecting for the CPU platform)"}},
       {"no cuda build", &cuda, [](AttentionQuery& q) { q.build_has_cuda = false; }, {"dsa built without CUDA"}},
       {"sm_80", &cuda, [](AttentionQuery& q) { q.capability = Capability{8, 0}; },
-       {"compute capability 8.0 not supported (needs 8.9, 9.x, 10.x or 12.x: e4m3 mma.sync)"}},
+       {"compute capability 8.0 not supported (needs 8.9, 9.x, 10.x or 12.x: e4m3 conversions and mma.sync)"}},
       {"sm_86 without cuda", &cuda,
        [](AttentionQuery& q) {
          q.capability = Capability{8, 6};
          q.build_has_cuda = false;
        },
-       {"dsa built without CUDA", "compute capability 8.6 not supported (needs 8.9, 9.x, 10.x or 12.x: e4m3 mma.sync)"}},
+       {"dsa built without CUDA", "compute capability 8.6 not supported (needs 8.9, 9.x, 10.x or 12.x: e4m3 conversions and mma.sync)"}},
       {"f32", &cuda, [](AttentionQuery& q) { q.dtype = DType::F32; },
        {"dtype f32 not supported (supported: bf16)"}},
       {"bf16 cache", &cuda, [](AttentionQuery& q) { q.kv_cache_dtype = KvCacheDtype::Bf16; },
@@ -322,7 +322,7 @@ TEST(AttentionBackendFactory, RecordsBackendAndConfigOrThrows) {
   EXPECT_EQ(error_of([&] { cuda.create_impl(cfg); }),
             "attention backend cuda_sparse_mla cannot serve cuda sm_80 with {dtype: bf16, kv_cache_dtype: fp8_model1, "
             "head_size: 512, v_head_size: 512, num_heads: 64, page_sizes: [256, 64], mla: true, sparse: true, "
-            "sink: true}: [compute capability 8.0 not supported (needs 8.9, 9.x, 10.x or 12.x: e4m3 mma.sync)]");
+            "sink: true}: [compute capability 8.0 not supported (needs 8.9, 9.x, 10.x or 12.x: e4m3 conversions and mma.sync)]");
   cfg.query = v4_query();
   cfg.softmax_scale = 0.f;
   EXPECT_EQ(error_of([&] { cuda.create_impl(cfg); }), "AttentionImplConfig.softmax_scale 0 must be > 0");

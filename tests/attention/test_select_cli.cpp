@@ -96,7 +96,7 @@ TEST(DsaSelectCli, NothingFitsExitsNonZeroWithReasons) {
   EXPECT_NE(r.out.find("No valid attention backend for cuda sm_80 with {dtype: bf16, kv_cache_dtype: fp8_ds_mla"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("compute capability 8.0 not supported (needs 8.9, 9.x, 10.x or 12.x: e4m3 mma.sync)"),
+  EXPECT_NE(r.out.find("compute capability 8.0 not supported (needs 8.9, 9.x, 10.x or 12.x: e4m3 conversions and mma.sync)"),
             std::string::npos)
       << r.out;
   r = run("select --model deepseek-v4-pro --capability none --kv-cache-dtype bf16");

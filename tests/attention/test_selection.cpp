@@ -113,7 +113,7 @@ TEST(AttentionSelection, CapabilityModelLayerTable) {
     const char* backend;  // nullptr: nothing fits
     std::vector<std::string> reasons;  // of cuda_sparse_mla / cpu_reference when nothing fits
   };
-  const std::string sm80 = "compute capability 8.0 not supported (needs 8.9, 9.x, 10.x or 12.x: e4m3 mma.sync)";
+  const std::string sm80 = "compute capability 8.0 not supported (needs 8.9, 9.x, 10.x or 12.x: e4m3 conversions and mma.sync)";
   const std::vector<Expect> table = {
       {"none", true, "cpu_reference", {}},
       {"none", false, "cpu_reference", {}},

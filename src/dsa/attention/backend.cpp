@@ -148,4 +148,23 @@ std::unique_ptr<AttentionImpl> AttentionBackend::create_impl(const AttentionImpl
   return std::make_unique<AttentionImpl>(*this, config);
 }
 
+void AttentionImpl::forward(const ops::SparseMlaParams& p, int tactic) const {
+  const AttentionQuery& q = config_.query;
+  const bool on_gpu = p.q.defined() && p.q.device().is_cuda();
+  DSA_CHECK(on_gpu == backend_->runs_on_gpu(), "attention backend {} runs on the {}, but q is on {}",
+            backend_->name(), backend_->runs_on_gpu() ? "GPU" : "CPU", p.q.defined() ? p.q.device().str() : "nothing");
+  p.validate();
+  DSA_CHECK(p.heads() == q.num_heads, "attention backend {} was created for {} heads, q has {}", backend_->name(),
+            q.num_heads, p.heads());
+  DSA_CHECK(p.d_qk() == q.head_size, "attention backend {} was created for d_qk {}, the cache ({}) has {}",
+            backend_->name(), q.head_size, ops::kv_cache_kind_name(p.main.cache.kind), p.d_qk());
+  DSA_CHECK(!p.sink.defined() || q.sink, "attention backend {} was created without a sink, but one was given",
+            backend_->name());
+  if (on_gpu) {
+    if (auto why = ops::sparse_mla_cuda_unsupported_reason(p, p.q.device().index))
+      fail("attention backend {}: {}", backend_->name(), *why);
+  }
+  ops::sparse_mla_decode(p, tactic);
+}
+
 }  // namespace dsa::attn

@@ -19,6 +19,7 @@
 #include "dsa/attention/layer_spec.h"
 #include "dsa/core/device.h"
 #include "dsa/core/dtype.h"
+#include "dsa/ops/sparse_mla/sparse_mla.h"
 
 namespace dsa::attn {
 
@@ -32,6 +33,9 @@ inline constexpr bool kBuildHasCuda = false;
 struct AttentionQuery {
   std::optional<Capability> capability;  // CUDA capability to select for; nullopt = CPU platform (no GPU)
   bool build_has_cuda = kBuildHasCuda;   // tests flip this to cover both kinds of build
+  // CUDA targets the build carries kernel images for ("90a", "120a", "89", ...). nullopt: do not
+  // check images (a hypothetical build); `dsa select` and the engine pass the real build's list.
+  std::optional<std::vector<std::string>> build_cuda_archs;
   DType dtype = DType::BF16;             // activation dtype (q, o)
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Fp8DsMla;  // concrete layout (aliases resolved)
   int head_size = 576;                   // d_qk
@@ -68,8 +72,7 @@ struct KvCacheShape {
 class AttentionBackend;
 
 // What the attention implementation is created for: the validated query plus the layer's
-// selection shape. The sparse decode op itself (src/dsa/ops/sparse_mla/) is wired by the model
-// code later; an AttentionImpl today records which backend serves which configuration.
+// selection shape.
 struct AttentionImplConfig {
   AttentionQuery query;
   LayerKind kind = LayerKind::MlaSparse;
@@ -85,6 +88,12 @@ class AttentionImpl {
   virtual ~AttentionImpl() = default;
   const AttentionBackend& backend() const { return *backend_; }
   const AttentionImplConfig& config() const { return config_; }
+
+  // Runs the sparse-MLA op (src/dsa/ops/sparse_mla) for one batch: checks that the tensors live
+  // on this backend's platform and match the configuration (heads, d_qk, cache layout, sink),
+  // then dispatches (CPU tensors: the reference; CUDA tensors: the portable kernel with `tactic`,
+  // -1 = default).
+  virtual void forward(const ops::SparseMlaParams& p, int tactic = -1) const;
 
  private:
   const AttentionBackend* backend_;

@@ -32,6 +32,7 @@ std::vector<LayerPlan> plan_attention(const std::vector<AttentionLayerSpec>& lay
     AttentionQuery& q = lp.query;
     q.capability = opt.capability;
     q.build_has_cuda = opt.build_has_cuda;
+    q.build_cuda_archs = opt.build_cuda_archs;
     q.dtype = opt.dtype;
     q.kv_cache_dtype = resolve_kv_cache_dtype(opt.kv_cache_dtype, spec);
     q.head_size = spec.head_size;

@@ -38,6 +38,7 @@ struct LayerPlan {
 struct PlanOptions {
   std::optional<Capability> capability;  // nullopt = CPU platform
   bool build_has_cuda = kBuildHasCuda;
+  std::optional<std::vector<std::string>> build_cuda_archs;  // see AttentionQuery
   DType dtype = DType::BF16;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;
   int block_size = 0;                    // tokens per logical block (> 0)

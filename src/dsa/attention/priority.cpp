@@ -15,7 +15,7 @@ const std::string kCudaPortable{CudaSparseMlaBackend::kName};
 const std::vector<PriorityRow>& attention_priority_table() {
   static const std::vector<PriorityRow> t = {
       {"cpu", {kCpu}},
-      {"8.0", {kCudaPortable}},   // A100: rejected (no e4m3 mma.sync); listed so the error says why
+      {"8.0", {kCudaPortable}},   // A100: rejected (no e4m3 conversions); listed so the error says why
       {"8.x", {kCudaPortable}},   // 8.6 rejected likewise, 8.9 (Ada) runs the portable kernel
       {"9.x", {kCudaPortable}},   // H100/H200
       {"10.x", {kCudaPortable}},  // B200/GB200

@@ -102,4 +102,18 @@ BuildInfo build_info() {
   return b;
 }
 
+std::vector<std::string> build_cuda_arch_list() {
+  std::vector<std::string> out;
+  std::string archs = build_info().cuda_archs, cur;
+  for (char ch : archs + ",") {
+    if (ch == ',' || ch == ';') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else if (ch != ' ') {
+      cur += ch;
+    }
+  }
+  return out;
+}
+
 }  // namespace dsa

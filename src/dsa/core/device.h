@@ -51,5 +51,7 @@ struct BuildInfo {
   int cuda_driver_version = 0;
 };
 BuildInfo build_info();
+// The CUDA targets this build carries kernel images for ({"90a", "120a"}); empty without CUDA.
+std::vector<std::string> build_cuda_arch_list();
 
 }  // namespace dsa

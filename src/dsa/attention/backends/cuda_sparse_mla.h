@@ -1,6 +1,9 @@
-// cuda_sparse_mla: the portable CUDA sparse-MLA decode (mma.sync with e4m3 operands, cp.async,
-// <= 99 KB shared memory per block), so one kernel family serves SM89, SM90, SM100 and SM120
-// (KERNELS.md; REFERENCE.md section 10). e4m3 mma.sync needs sm_89+, hence no 8.0/8.6.
+// cuda_sparse_mla: the portable CUDA sparse-MLA decode (bf16 mma.sync over keys dequantized
+// from e4m3 with the sm_89+ cvt instructions, cp.async gathers, <= 99 KB shared memory per
+// block), so one kernel family serves SM89, SM90, SM100 and SM120 (KERNELS.md; REFERENCE.md
+// section 10). The e4m3 conversions need sm_89+, hence no 8.0/8.6. The build must also carry a
+// kernel image for the device (DSA_CUDA_ARCHS): arch-specific targets such as 90a/120a run only
+// on exactly that capability.
 // Contract: bf16 activations; fp8_ds_mla (d_qk 576) or fp8_model1 (d_qk 512); 16/32/64/128
 // heads; kernel page sizes powers of two 1..256 (V4 uses 64 or 256 for the SWA cache, 64 for
 // CSA compressed pages and 2 for HCA compressed pages); attention sink supported.

@@ -1,0 +1,85 @@
+// `dsa bench linear`: dense projections of both models with FP8 128x128 block-scaled weights:
+// dsa's kernel (bf16 activations), the act-quantized FP8 path (cuBLASLt block-scaled where the
+// device supports it, else the kernel), and the cuBLAS bf16 baseline on bf16 weights of the same
+// shape, all in the same run. Roofline floor: max(weight+activation bytes / copy bandwidth,
+// FLOPs / bf16 ceiling).
+#include <cstdio>
+
+#include "bench/bench.h"
+#include "bench/bench_util_gpu.h"
+#include "dsa/core/device.h"
+#include "dsa/core/error.h"
+#include "dsa/ops/linear/linear.h"
+#include "dsa/ops/moe/random_fill.h"
+
+namespace dsa::bench {
+namespace {
+
+#ifdef DSA_WITH_CUDA
+struct Shape2 {
+  const char* name;
+  int64_t K, N;
+};
+
+std::vector<Row> run(const Options& o) {
+  DSA_CHECK(!cuda_devices().empty(), "bench linear needs a CUDA device");
+  DSA_CUDA_CHECK(cudaSetDevice(o.device));
+  const double copy_gbs = measured_copy_gbs();
+  const double ceil_tflops = measured_bf16_tflops();
+  const bool lt_ok = ops::cublaslt_fp8_block_supported(o.device);
+  std::printf("measured: copy %.0f GB/s, bf16 ceiling %.0f TFLOP/s; cuBLASLt block-scaled FP8: %s\n", copy_gbs,
+              ceil_tflops, lt_ok ? "available" : "not available");
+  const Shape2 shapes[] = {{"glm.q_b 2048->16384", 2048, 16384},
+                           {"glm.o_proj 16384->6144", 16384, 6144},
+                           {"glm.kv_a 6144->576", 6144, 576},
+                           {"v4.wq_b 1024->32768", 1024, 32768},
+                           {"v4.wo_b 8192->4096", 8192, 4096}};
+  std::vector<int64_t> Ts = o.quick ? std::vector<int64_t>{1, 4096} : std::vector<int64_t>{1, 8, 32, 128, 4096};
+  std::vector<Row> rows;
+  const Device d = Device::cuda();
+  for (const auto& s : shapes) {
+    ops::Fp8BlockWeight w{Tensor::empty({s.N, s.K}, DType::E4M3, d),
+                          Tensor::empty({(s.N + 127) / 128, s.K / 128}, DType::F32, d)};
+    ops::random_fill_bytes(w.weight, 1, 0, 255, true);
+    ops::random_fill_f32(w.scale, 2, 1e-4f, 1e-3f);
+    Tensor wb = Tensor::empty({s.N, s.K}, DType::BF16, d);
+    ops::random_fill_bf16(wb, 3, 0.05f);
+    for (int64_t T : Ts) {
+      Tensor x = Tensor::empty({T, s.K}, DType::BF16, d), out = Tensor::empty({T, s.N}, DType::BF16, d);
+      ops::random_fill_bf16(x, 4 + T, 1.f);
+      const int reps = T >= 4096 ? 10 : 50;
+      ops::LinearFp8Params pk;
+      pk.backend = ops::LinearBackend::Kernel;
+      const double k_us = time_us([&](int) { ops::linear_fp8_block(x, w, out, pk); }, 3, reps);
+      ops::LinearFp8Params pq;
+      pq.act_fp8 = true;
+      const double q_us = time_us([&](int) { ops::linear_fp8_block(x, w, out, pq); }, 3, reps);
+      const double b_us = time_us([&](int) { ops::linear_bf16(x, wb, out); }, 3, reps);
+      const double bytes = static_cast<double>(s.N) * s.K + 2.0 * T * (s.K + s.N);
+      const double flops = 2.0 * T * s.N * s.K;
+      Row r;
+      r.name = fmt::format("{} T={}", s.name, T);
+      r.us = k_us;
+      r.tflops = flops / (k_us * 1e-6) / 1e12;
+      r.gbs = bytes / (k_us * 1e-6) / 1e9;
+      r.roofline_pct = std::max(bytes / (copy_gbs * 1e9), flops / (ceil_tflops * 1e12)) * 1e6 / k_us * 100;
+      r.extra["actfp8_us"] = q_us;
+      r.extra["actfp8_backend"] = ops::linear_fp8_backend_name(pq, d, T, s.N, s.K);
+      r.extra["cublas_bf16_us"] = b_us;
+      r.extra["speedup_vs_bf16"] = b_us / k_us;
+      rows.push_back(r);
+      std::printf("%s: kernel %.1f us, act-fp8 (%s) %.1f us, cuBLAS bf16 %.1f us\n", r.name.c_str(), k_us,
+                  ops::linear_fp8_backend_name(pq, d, T, s.N, s.K), q_us, b_us);
+      std::fflush(stdout);
+    }
+  }
+  return rows;
+}
+#else
+std::vector<Row> run(const Options&) { fail("bench linear needs a CUDA build"); }
+#endif
+
+const bool registered = add_bench("linear", "FP8 block-scaled and bf16 dense projections (kernel, cuBLASLt, bf16 baseline)", run);
+
+}  // namespace
+}  // namespace dsa::bench

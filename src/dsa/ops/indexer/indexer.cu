@@ -1,0 +1,186 @@
+// Lightning-indexer kernels (indexer.h).
+//
+// score_kernel: scores[t][e] = sum_h w[t][h] * scale * relu(q[t][h] . k[e]) for visible e
+//   (e < (pos+1)/m, clamped to N), -inf otherwise. Grid (T, ceil(N / 64)), 256 threads (8 warps).
+//   The token's q (H*D floats, <= 48 KB dynamic smem) and its scaled weights are staged in
+//   shared memory once per CTA; each warp then takes entries e = tile + warp, + 8, ...: lane l
+//   holds key elements l, l+32, ... (D <= 256: up to 8 registers), and for every head a
+//   warp-shuffle reduction forms q_h . k_e. Keys are read once per (token, entry) with coalesced
+//   loads; float accumulation.
+// select_kernel: per token one CTA of 1024 threads selects the min(topk, visible) largest
+//   scores. Each visible entry gets a unique 64-bit key (order-preserving bits of the score << 32 |
+//   (0xffffffff - e)), so "larger key" = higher score, ties -> lower index. A radix select over
+//   the 8 bytes of the key (8 passes, 256-bin shared-memory histogram each; counts are
+//   order-independent, so the result is deterministic) finds the k-th largest key; entries with a
+//   key >= it are gathered (exactly k of them) into shared memory, bitonic-sorted descending
+//   (<= 2048 keys, 16 KB) and written as indices; the remaining slots get -1.
+#include <cstdint>
+
+#include "dsa/ops/indexer/indexer_cuda.h"
+#include "dsa/ops/norm/cuda_elem.cuh"
+#include "dsa/ops/norm/cuda_launch.h"
+
+namespace dsa::ops::cuda {
+namespace {
+
+constexpr int kScoreWarps = 8;
+constexpr int kScoreTile = 64;  // entries per CTA
+constexpr int kMaxKeyRegs = kIndexerMaxHeadDim / 32;
+constexpr int kSelectThreads = 1024;
+
+__device__ __forceinline__ int64_t visible_entries(const void* positions, bool i64, int64_t t, int64_t ratio,
+                                                   int64_t N) {
+  const int64_t pos = i64 ? static_cast<const int64_t*>(positions)[t] : static_cast<const int32_t*>(positions)[t];
+  int64_t v = (pos + 1) / ratio;
+  return v < 0 ? 0 : (v > N ? N : v);
+}
+
+__global__ void score_kernel(IndexerScoreArgs a) {
+  extern __shared__ float smem[];  // q [H*D], then w [H]
+  float* qs = smem;
+  float* ws = smem + a.H * a.D;
+  const int64_t t = blockIdx.x;
+  const int64_t tile = static_cast<int64_t>(blockIdx.y) * kScoreTile;
+  for (int64_t i = threadIdx.x; i < a.H * a.D; i += blockDim.x) qs[i] = ld(a.q, a.q_dtype, t * a.H * a.D + i);
+  for (int64_t h = threadIdx.x; h < a.H; h += blockDim.x) ws[h] = ld(a.weights, a.w_dtype, t * a.H + h) * a.scale;
+  __syncthreads();
+  const int64_t visible = visible_entries(a.positions, a.positions_i64, t, a.ratio, a.N);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int64_t e = tile + warp; e < tile + kScoreTile && e < a.N; e += kScoreWarps) {
+    if (e >= visible) {
+      if (lane == 0) a.scores[t * a.N + e] = -INFINITY;
+      continue;
+    }
+    float kr[kMaxKeyRegs];
+#pragma unroll
+    for (int j = 0; j < kMaxKeyRegs; ++j) {
+      const int64_t c = lane + 32 * j;
+      kr[j] = c < a.D ? ld(a.keys, a.k_dtype, e * a.D + c) : 0.f;
+    }
+    float acc = 0.f;
+    for (int64_t h = 0; h < a.H; ++h) {
+      const float* qh = qs + h * a.D;
+      float dot = 0.f;
+#pragma unroll
+      for (int j = 0; j < kMaxKeyRegs; ++j) {
+        const int64_t c = lane + 32 * j;
+        if (c < a.D) dot = fmaf(qh[c], kr[j], dot);
+      }
+      for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      acc = fmaf(ws[h], fmaxf(dot, 0.f), acc);
+    }
+    if (lane == 0) a.scores[t * a.N + e] = acc;
+  }
+}
+
+// Order-preserving map of a float to uint32 (larger float -> larger integer; -inf lowest).
+// -0 and +0 map to the same value: they compare equal, so they tie like on the CPU.
+__device__ __forceinline__ uint32_t ordered_bits(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) == 0) u = 0;
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ uint64_t entry_key(const float* row, int64_t e) {
+  return (static_cast<uint64_t>(ordered_bits(row[e])) << 32) | (0xffffffffu - static_cast<uint32_t>(e));
+}
+
+__global__ void select_kernel(TopkSelectArgs a) {
+  __shared__ uint32_t hist[256];
+  __shared__ uint64_t picked[kIndexerMaxTopk];
+  __shared__ uint64_t prefix_s;
+  __shared__ int64_t remaining_s;
+  __shared__ uint32_t count_s;
+  const int64_t t = blockIdx.x;
+  const float* row = a.scores + t * a.N;
+  int32_t* out = a.indices + t * a.topk;
+  const int64_t visible = visible_entries(a.positions, a.positions_i64, t, a.ratio, a.N);
+  const int64_t k = visible < a.topk ? visible : a.topk;
+  for (int64_t i = threadIdx.x; i < a.topk; i += blockDim.x)
+    if (i >= k) out[i] = -1;
+  if (k == 0) return;
+
+  // Radix select: after pass p, prefix holds the top (p+1) bytes of the k-th largest key and
+  // remaining the rank of that key among the keys sharing the prefix.
+  if (threadIdx.x == 0) {
+    prefix_s = 0;
+    remaining_s = k;
+  }
+  __syncthreads();
+  for (int pass = 0; pass < 8; ++pass) {
+    const int shift = 56 - 8 * pass;
+    const uint64_t mask = pass == 0 ? 0 : (~uint64_t{0} << (shift + 8));
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+    __syncthreads();
+    const uint64_t prefix = prefix_s;
+    for (int64_t e = threadIdx.x; e < visible; e += blockDim.x) {
+      const uint64_t key = entry_key(row, e);
+      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xff], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int64_t rem = remaining_s;
+      int digit = 255;
+      for (; digit > 0; --digit) {  // from the largest digit down
+        if (static_cast<int64_t>(hist[digit]) >= rem) break;
+        rem -= hist[digit];
+      }
+      prefix_s = prefix | (static_cast<uint64_t>(digit) << shift);
+      remaining_s = rem;
+    }
+    __syncthreads();
+  }
+  const uint64_t kth = prefix_s;  // keys are unique: exactly k keys are >= kth
+  if (threadIdx.x == 0) count_s = 0;
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < visible; e += blockDim.x) {
+    const uint64_t key = entry_key(row, e);
+    if (key >= kth) picked[atomicAdd(&count_s, 1u)] = key;
+  }
+  __syncthreads();
+  // Bitonic sort (descending) of the k picked keys, padded with 0 (below every real key).
+  int n = 1;
+  while (n < k) n <<= 1;
+  for (int i = static_cast<int>(k) + threadIdx.x; i < n; i += blockDim.x) picked[i] = 0;
+  __syncthreads();
+  for (int size = 2; size <= n; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int j = i ^ stride;
+        if (j > i) {
+          const bool desc = (i & size) == 0;
+          const uint64_t x = picked[i], y = picked[j];
+          if (desc ? (x < y) : (x > y)) {
+            picked[i] = y;
+            picked[j] = x;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+  for (int64_t i = threadIdx.x; i < k; i += blockDim.x)
+    out[i] = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(picked[i] & 0xffffffffu));
+}
+
+}  // namespace
+
+void indexer_scores(const IndexerScoreArgs& a) {
+  if (a.T == 0 || a.N == 0) return;
+  if (a.H * a.D + a.H > kIndexerMaxQElems || a.D > kIndexerMaxHeadDim) launch_error("indexer_scores: H*D or D too large");
+  const int64_t tiles = (a.N + kScoreTile - 1) / kScoreTile;
+  if (a.T > 0x7fffffffLL || tiles > 65535) launch_error("indexer_scores: grid exceeds the launch limits (N <= 4194240)");
+  const size_t smem = static_cast<size_t>(a.H * a.D + a.H) * sizeof(float);  // <= 48 KB: no opt-in needed
+  score_kernel<<<dim3(static_cast<unsigned>(a.T), static_cast<unsigned>(tiles)), kScoreWarps * 32, smem>>>(a);
+  check_launch("indexer score_kernel");
+}
+
+void topk_select(const TopkSelectArgs& a) {
+  if (a.T == 0) return;
+  if (a.topk > kIndexerMaxTopk) launch_error("topk_select: topk > 2048");
+  if (a.T > 0x7fffffffLL) launch_error("topk_select: too many tokens for one grid");
+  select_kernel<<<static_cast<unsigned>(a.T), kSelectThreads>>>(a);
+  check_launch("indexer select_kernel");
+}
+
+}  // namespace dsa::ops::cuda

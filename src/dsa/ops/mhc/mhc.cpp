@@ -1,0 +1,234 @@
+#include "dsa/ops/mhc/mhc.h"
+
+#include <cmath>
+#include <vector>
+
+#include "dsa/ops/mhc/mhc_math.h"
+#include "dsa/ops/norm/elem.h"
+#ifdef DSA_WITH_CUDA
+#include "dsa/ops/mhc/mhc_cuda.h"
+#include "dsa/ops/norm/cuda_launch.h"
+#endif
+
+namespace dsa::ops {
+
+void MhcParams::validate() const {
+  DSA_CHECK(hc_mult >= 1 && hc_mult <= kMhcMaxHc, "MhcParams.hc_mult must be in [1, {}], got {}", kMhcMaxHc, hc_mult);
+  DSA_CHECK(sinkhorn_iters >= 1, "MhcParams.sinkhorn_iters must be >= 1, got {}", sinkhorn_iters);
+  DSA_CHECK(std::isfinite(hc_eps) && hc_eps >= 0.f, "MhcParams.hc_eps must be finite and >= 0, got {}", hc_eps);
+  DSA_CHECK(std::isfinite(norm_eps) && norm_eps >= 0.f, "MhcParams.norm_eps must be finite and >= 0, got {}", norm_eps);
+}
+
+namespace {
+
+void check_tensor(const char* op, const char* name, const Tensor& t, const Shape& shape, bool activation,
+                  const Device& dev) {
+  DSA_CHECK(t.defined(), "{}: {} is undefined", op, name);
+  if (activation)
+    check_activation_dtype(fmt::format("{}: {}", op, name), t.dtype());
+  else
+    DSA_CHECK(t.dtype() == DType::F32, "{}: {} must be f32, got {}", op, name, dtype_name(t.dtype()));
+  DSA_CHECK(t.shape() == shape, "{}: {} must have shape {}, got {}", op, name, shape_str(shape), shape_str(t.shape()));
+  DSA_CHECK(t.is_contiguous(), "{}: {} must be contiguous", op, name);
+  DSA_CHECK(t.device() == dev, "{}: {} on {} but X on {}", op, name, t.device().str(), dev.str());
+}
+
+struct PreShape {
+  int64_t T, d;
+  int hc, n_mix;
+};
+
+PreShape check_pre(const char* op, const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                   const MhcParams& p, const Tensor& mix, const Tensor& y, const Tensor* post, const Tensor* comb,
+                   bool head) {
+  p.validate();
+  DSA_CHECK(X.defined() && X.dim() == 3, "{}: X must be [T][hc][d], got {}", op, X.defined() ? X.str() : "undefined");
+  PreShape s{X.size(0), X.size(2), p.hc_mult, head ? p.hc_mult : (2 + p.hc_mult) * p.hc_mult};
+  DSA_CHECK(X.size(1) == p.hc_mult, "{}: X has {} streams but MhcParams.hc_mult is {}", op, X.size(1), p.hc_mult);
+  DSA_CHECK(s.d >= 1, "{}: hidden size (X dimension 2) must be >= 1, got {}", op, s.d);
+  const Device dev = X.device();
+  check_tensor(op, "X", X, X.shape(), true, dev);
+  check_tensor(op, "fn", fn, {s.n_mix, s.hc * s.d}, false, dev);
+  check_tensor(op, "base", base, {s.n_mix}, false, dev);
+  check_tensor(op, "scale", scale, {head ? 1 : 3}, false, dev);
+  check_tensor(op, "mix", mix, {s.T, s.n_mix}, false, dev);
+  check_tensor(op, "y", y, {s.T, s.d}, true, dev);
+  if (post) check_tensor(op, "post", *post, {s.T, s.hc}, false, dev);
+  if (comb) check_tensor(op, "comb", *comb, {s.T, s.hc, s.hc}, false, dev);
+  return s;
+}
+
+// Mix logits of token t: (fn . x) * rsqrt(mean(x^2) + eps), dot products in double.
+void mix_cpu(const Tensor& X, const Tensor& fn, int64_t t, const PreShape& s, float norm_eps, float* mix) {
+  const int64_t n = s.hc * s.d;
+  const void* xt = static_cast<const char*>(X.raw()) + t * n * dtype_size(X.dtype());
+  std::vector<double> x(static_cast<size_t>(n));
+  double ss = 0.0;
+  for (int64_t k = 0; k < n; ++k) {
+    x[static_cast<size_t>(k)] = load_f(xt, X.dtype(), k);
+    ss += x[static_cast<size_t>(k)] * x[static_cast<size_t>(k)];
+  }
+  const double rs = 1.0 / std::sqrt(ss / static_cast<double>(n) + norm_eps);
+  const float* f = fn.data<float>();
+  for (int r = 0; r < s.n_mix; ++r) {
+    double acc = 0.0;
+    for (int64_t k = 0; k < n; ++k) acc += static_cast<double>(f[r * n + k]) * x[static_cast<size_t>(k)];
+    mix[r] = static_cast<float>(acc * rs);
+  }
+}
+
+// y[t] = sum_i pre[i] * X[t][i]
+void collapse_cpu(const Tensor& X, const Tensor& y, int64_t t, const PreShape& s, const float* pre) {
+  const void* xt = static_cast<const char*>(X.raw()) + t * s.hc * s.d * dtype_size(X.dtype());
+  void* yt = static_cast<char*>(y.raw()) + t * s.d * dtype_size(y.dtype());
+  for (int64_t k = 0; k < s.d; ++k) {
+    double acc = 0.0;
+    for (int i = 0; i < s.hc; ++i) acc += static_cast<double>(pre[i]) * load_f(xt, X.dtype(), i * s.d + k);
+    store_f(yt, y.dtype(), k, static_cast<float>(acc));
+  }
+}
+
+void check_post(const Tensor& f, const Tensor& X, const Tensor& post, const Tensor& comb, const Tensor& out) {
+  const char* op = "mhc_post";
+  DSA_CHECK(X.defined() && X.dim() == 3, "{}: X must be [T][hc][d], got {}", op, X.defined() ? X.str() : "undefined");
+  const int64_t T = X.size(0), hc = X.size(1), d = X.size(2);
+  DSA_CHECK(hc >= 1 && hc <= kMhcMaxHc, "{}: X has {} streams, supported 1..{}", op, hc, kMhcMaxHc);
+  const Device dev = X.device();
+  check_tensor(op, "X", X, X.shape(), true, dev);
+  check_tensor(op, "f", f, {T, d}, true, dev);
+  check_tensor(op, "post", post, {T, hc}, false, dev);
+  check_tensor(op, "comb", comb, {T, hc, hc}, false, dev);
+  check_tensor(op, "out", out, X.shape(), true, dev);
+}
+
+}  // namespace
+
+void mhc_pre_cpu(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
+                 const Tensor& mix, const Tensor& y, const Tensor& post, const Tensor& comb) {
+  PreShape s = check_pre("mhc_pre", X, fn, base, scale, p, mix, y, &post, &comb, false);
+  DSA_CHECK(!X.device().is_cuda(), "mhc_pre_cpu: tensors must be on the CPU, got {}", X.device().str());
+  for (int64_t t = 0; t < s.T; ++t) {
+    float* m = mix.data<float>() + t * s.n_mix;
+    mix_cpu(X, fn, t, s, p.norm_eps, m);
+    float pre[kMhcMaxHc];
+    mhc_split_sinkhorn(m, scale.data<float>(), base.data<float>(), s.hc, p.sinkhorn_iters, p.hc_eps, pre,
+                       post.data<float>() + t * s.hc, comb.data<float>() + t * s.hc * s.hc);
+    collapse_cpu(X, y, t, s, pre);
+  }
+}
+
+void mhc_head_cpu(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
+                  const Tensor& mix, const Tensor& y) {
+  PreShape s = check_pre("mhc_head", X, fn, base, scale, p, mix, y, nullptr, nullptr, true);
+  DSA_CHECK(!X.device().is_cuda(), "mhc_head_cpu: tensors must be on the CPU, got {}", X.device().str());
+  for (int64_t t = 0; t < s.T; ++t) {
+    float* m = mix.data<float>() + t * s.n_mix;
+    mix_cpu(X, fn, t, s, p.norm_eps, m);
+    float pre[kMhcMaxHc];
+    mhc_head_weights(m, scale.data<float>(), base.data<float>(), s.hc, p.hc_eps, pre);
+    collapse_cpu(X, y, t, s, pre);
+  }
+}
+
+void mhc_post_cpu(const Tensor& f, const Tensor& X, const Tensor& post, const Tensor& comb, const Tensor& out) {
+  check_post(f, X, post, comb, out);
+  DSA_CHECK(!X.device().is_cuda(), "mhc_post_cpu: tensors must be on the CPU, got {}", X.device().str());
+  const int64_t T = X.size(0), hc = X.size(1), d = X.size(2);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* pt = post.data<float>() + t * hc;
+    const float* ct = comb.data<float>() + t * hc * hc;
+    const int64_t xo = t * hc * d;
+    for (int64_t k = 0; k < d; ++k) {
+      double xs[kMhcMaxHc];  // read every input stream before writing (out may be X)
+      for (int64_t i = 0; i < hc; ++i) xs[i] = load_f(X.raw(), X.dtype(), xo + i * d + k);
+      const double fv = load_f(f.raw(), f.dtype(), t * d + k);
+      for (int64_t j = 0; j < hc; ++j) {
+        double acc = static_cast<double>(pt[j]) * fv;
+        for (int64_t i = 0; i < hc; ++i) acc += static_cast<double>(ct[i * hc + j]) * xs[i];
+        store_f(out.raw(), out.dtype(), xo + j * d + k, static_cast<float>(acc));
+      }
+    }
+  }
+}
+
+#ifdef DSA_WITH_CUDA
+namespace {
+cuda::MhcPreArgs pre_args(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                          const MhcParams& p, const Tensor& mix, const Tensor& y, const PreShape& s) {
+  cuda::MhcPreArgs a{};
+  a.X = X.raw();
+  a.x_dtype = X.dtype();
+  a.fn = fn.data<float>();
+  a.base = base.data<float>();
+  a.scale = scale.data<float>();
+  a.mix = mix.data<float>();
+  a.y = y.raw();
+  a.y_dtype = y.dtype();
+  a.tokens = s.T;
+  a.d = s.d;
+  a.hc = s.hc;
+  a.n_mix = s.n_mix;
+  a.iters = p.sinkhorn_iters;
+  a.hc_eps = p.hc_eps;
+  a.norm_eps = p.norm_eps;
+  return a;
+}
+}  // namespace
+#endif
+
+void mhc_pre(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
+             const Tensor& mix, const Tensor& y, const Tensor& post, const Tensor& comb) {
+  if (!X.device().is_cuda()) return mhc_pre_cpu(X, fn, base, scale, p, mix, y, post, comb);
+  PreShape s = check_pre("mhc_pre", X, fn, base, scale, p, mix, y, &post, &comb, false);
+#ifdef DSA_WITH_CUDA
+  cuda::MhcPreArgs a = pre_args(X, fn, base, scale, p, mix, y, s);
+  a.post = post.data<float>();
+  a.comb = comb.data<float>();
+  a.head = false;
+  cuda::set_device(X.device().index);
+  cuda::mhc_pre(a);
+#else
+  (void)s;
+  fail("mhc_pre: tensors are on {} but this build has no CUDA", X.device().str());
+#endif
+}
+
+void mhc_head(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
+              const Tensor& mix, const Tensor& y) {
+  if (!X.device().is_cuda()) return mhc_head_cpu(X, fn, base, scale, p, mix, y);
+  PreShape s = check_pre("mhc_head", X, fn, base, scale, p, mix, y, nullptr, nullptr, true);
+#ifdef DSA_WITH_CUDA
+  cuda::MhcPreArgs a = pre_args(X, fn, base, scale, p, mix, y, s);
+  a.head = true;
+  cuda::set_device(X.device().index);
+  cuda::mhc_pre(a);
+#else
+  (void)s;
+  fail("mhc_head: tensors are on {} but this build has no CUDA", X.device().str());
+#endif
+}
+
+void mhc_post(const Tensor& f, const Tensor& X, const Tensor& post, const Tensor& comb, const Tensor& out) {
+  if (!X.device().is_cuda()) return mhc_post_cpu(f, X, post, comb, out);
+  check_post(f, X, post, comb, out);
+#ifdef DSA_WITH_CUDA
+  cuda::MhcPostArgs a{};
+  a.f = f.raw();
+  a.f_dtype = f.dtype();
+  a.X = X.raw();
+  a.x_dtype = X.dtype();
+  a.post = post.data<float>();
+  a.comb = comb.data<float>();
+  a.out = out.raw();
+  a.out_dtype = out.dtype();
+  a.tokens = X.size(0);
+  a.d = X.size(2);
+  a.hc = static_cast<int>(X.size(1));
+  cuda::set_device(X.device().index);
+  cuda::mhc_post(a);
+#else
+  fail("mhc_post: tensors are on {} but this build has no CUDA", X.device().str());
+#endif
+}
+
+}  // namespace dsa::ops

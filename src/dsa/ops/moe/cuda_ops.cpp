@@ -1,0 +1,112 @@
+// Tensor-level CUDA paths of the MoE ops: unpack, choose the tile, launch, check.
+#include "dsa/ops/moe/cuda_ops.h"
+
+#ifdef DSA_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "dsa/core/cuda_check.h"
+#include "dsa/ops/moe/cuda/expert_gemm_args.h"
+#include "dsa/ops/moe/cuda/kernels.h"
+
+namespace dsa::ops::cuda {
+
+void route(const Tensor& logits, const Tensor& bias, const Tensor* token_ids, const Tensor* tid2eid, Tensor& topk_ids,
+           Tensor& topk_weights, const RouterParams& p) {
+  launch_route(logits.data<float>(), bias.defined() ? bias.data<float>() : nullptr,
+               token_ids ? token_ids->data<int32_t>() : nullptr, tid2eid ? tid2eid->data<int32_t>() : nullptr,
+               tid2eid ? tid2eid->size(0) : 0, topk_ids.data<int32_t>(), topk_weights.data<float>(),
+               static_cast<int>(logits.size(0)), static_cast<int>(logits.size(1)), p.topk, p.score, p.routed_scaling);
+  DSA_CUDA_CHECK_LAUNCH();
+}
+
+void router_logits(const Tensor& x, const Tensor& gate, Tensor& logits) {
+  launch_router_logits(x.raw(), gate.raw(), gate.dtype() == DType::F32, logits.data<float>(),
+                       static_cast<int>(x.size(0)), static_cast<int>(gate.size(0)), static_cast<int>(x.size(1)));
+  DSA_CUDA_CHECK_LAUNCH();
+}
+
+void build_moe_layout(const Tensor& topk_ids, MoeLayout& l) {
+  // Padding rows: expert -1, token -1 (0xFF bytes).
+  DSA_CUDA_CHECK(cudaMemsetAsync(l.m_indices.raw(), 0xFF, l.m_indices.nbytes(), 0));
+  DSA_CUDA_CHECK(cudaMemsetAsync(l.src_token.raw(), 0xFF, l.src_token.nbytes(), 0));
+  launch_layout(topk_ids.data<int32_t>(), l.tokens * l.topk, static_cast<int>(l.topk), static_cast<int>(l.experts),
+                static_cast<int>(l.alignment), l.expert_counts.data<int32_t>(), l.expert_offsets.data<int32_t>(),
+                l.cursor.data<int32_t>(), l.dst_row.data<int32_t>(), l.m_indices.data<int32_t>(),
+                l.src_token.data<int32_t>());
+  DSA_CUDA_CHECK_LAUNCH();
+}
+
+void moe_permute(const Tensor& x, const MoeLayout& l, Tensor& x_perm) {
+  const int64_t H = x.size(1);
+  DSA_CHECK(H % 8 == 0, "moe_permute (CUDA): hidden {} must be a multiple of 8", H);
+  launch_permute(x.raw(), l.src_token.data<int32_t>(), l.tokens, H, l.rows_cap, x_perm.raw());
+  DSA_CUDA_CHECK_LAUNCH();
+}
+
+void moe_combine(const Tensor& y, const MoeLayout& l, const Tensor& w, const Tensor& shared, Tensor& out) {
+  const int64_t H = y.size(1);
+  DSA_CHECK(H % 8 == 0, "moe_combine (CUDA): hidden {} must be a multiple of 8", H);
+  launch_combine(y.raw(), l.dst_row.data<int32_t>(), w.data<float>(), shared.defined() ? shared.raw() : nullptr,
+                 out.raw(), l.tokens, static_cast<int>(l.topk), H, l.rows_cap);
+  DSA_CUDA_CHECK_LAUNCH();
+}
+
+void swiglu(const Tensor& gu, Tensor& out, float limit) {
+  launch_swiglu(gu.raw(), out.raw(), gu.size(0), gu.size(1) / 2, limit);
+  DSA_CUDA_CHECK_LAUNCH();
+}
+
+void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices, const ExpertWeights& w, Tensor& out,
+                 const ExpertGemmParams& p) {
+  egemm::Args args{};
+  args.a = a.raw();
+  args.a_nrows = a.size(0);
+  args.a_rows = a_rows.defined() ? a_rows.data<int32_t>() : nullptr;
+  args.m_indices = m_indices.defined() ? m_indices.data<int32_t>() : nullptr;
+  args.rows = out.size(0);
+  args.w = static_cast<const uint8_t*>(w.weight.raw());
+  args.E = static_cast<int>(w.experts());
+  args.N = static_cast<int>(w.n());
+  args.K = static_cast<int>(w.k());
+  args.out = out.raw();
+  args.ldo = static_cast<int>(out.size(1));
+  args.swiglu = p.fuse_swiglu ? 1 : 0;
+  args.limit = p.swiglu_limit;
+  if (args.rows == 0) return;
+  DSA_CHECK(args.rows / 16 < 65535 * 16, "expert_gemm (CUDA): {} rows exceed the grid limit", args.rows);
+
+  int tile = p.tactic;
+  if (tile < 0) {
+    const double per_group = p.rows_per_expert_hint > 0 ? p.rows_per_expert_hint
+                             : args.m_indices          ? static_cast<double>(args.rows) / std::max(1, args.E)
+                                                       : static_cast<double>(args.rows);
+    // Measured on the H200 (docs/perf/moe-results.md): the k-split tile only pays for MXFP4 when
+    // there is about one row per used expert and few experts (V4-Flash T=1: 80 vs 88 us); FP8
+    // and T >= 8 are faster with tile 0; 64-row tiles from ~32 rows per expert.
+    const bool tiny = w.format == WeightFormat::MXFP4 && per_group < 0.1;
+    tile = per_group >= 32 ? 1 : (tiny ? 2 : 0);
+  }
+  if (tile == 1 && args.m_indices && p.m_alignment % 64 != 0) tile = 0;
+
+  Tensor scale_f32;
+  if (w.format == WeightFormat::MXFP4) {
+    args.scale = w.scale.raw();
+    egemm::launch_mxfp4(args, tile);
+  } else {
+    if (w.scale.dtype() == DType::F32) {
+      args.scale = w.scale.raw();
+    } else {  // UE8M0 scales are widened per call (tiny); loaders should store fp32 to avoid this
+      scale_f32 = Tensor::empty(w.scale.shape(), DType::F32, w.scale.device());
+      egemm::launch_ue8m0_to_f32(static_cast<const uint8_t*>(w.scale.raw()), scale_f32.data<float>(), w.scale.numel());
+      args.scale = scale_f32.raw();
+    }
+    egemm::launch_fp8(args, tile);
+  }
+  DSA_CUDA_CHECK_LAUNCH();
+  if (scale_f32.defined()) DSA_CUDA_CHECK(cudaStreamSynchronize(0));  // keep the temporary alive until used
+}
+
+}  // namespace dsa::ops::cuda
+#endif

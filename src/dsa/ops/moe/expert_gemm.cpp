@@ -1,0 +1,153 @@
+// CPU reference of the grouped expert GEMM (dequantize, fp32 dot products) and dispatch to CUDA.
+#include "dsa/ops/moe/expert_gemm.h"
+
+#include <vector>
+
+#include "dsa/core/dtype_conv.h"
+#include "dsa/ops/moe/swiglu.h"
+#ifdef DSA_WITH_CUDA
+#include "dsa/ops/moe/cuda_ops.h"
+#endif
+
+namespace dsa::ops {
+
+static bool is_byte(DType t) { return t == DType::U8 || t == DType::I8 || t == DType::FP4X2 || t == DType::E8M0; }
+
+void ExpertWeights::validate(const char* what) const {
+  DSA_CHECK(weight.defined() && weight.dim() == 3 && weight.is_contiguous(), "{}: weight must be contiguous [E][N][K..], got {}",
+            what, weight.defined() ? weight.str() : "undefined");
+  DSA_CHECK(scale.defined() && scale.dim() == 3 && scale.is_contiguous(), "{}: scale must be contiguous 3-D, got {}", what,
+            scale.defined() ? scale.str() : "undefined");
+  DSA_CHECK(scale.device() == weight.device(), "{}: scale on {} but weight on {}", what, scale.device().str(),
+            weight.device().str());
+  const int64_t E = weight.size(0), N = weight.size(1);
+  if (format == WeightFormat::MXFP4) {
+    DSA_CHECK(is_byte(weight.dtype()) && weight.dtype() != DType::E8M0, "{}: MXFP4 weight dtype must be I8/U8/FP4X2, got {}",
+              what, dtype_name(weight.dtype()));
+    const int64_t K = weight.size(2) * 2;
+    DSA_CHECK(K % 32 == 0, "{}: MXFP4 K={} not a multiple of 32", what, K);
+    DSA_CHECK(scale.dtype() == DType::E8M0 || scale.dtype() == DType::U8, "{}: MXFP4 scale dtype must be E8M0/U8, got {}",
+              what, dtype_name(scale.dtype()));
+    DSA_CHECK(scale.size(0) == E && scale.size(1) == N && scale.size(2) == K / 32,
+              "{}: MXFP4 scale shape {} != [{}][{}][{}]", what, shape_str(scale.shape()), E, N, K / 32);
+  } else {
+    DSA_CHECK(weight.dtype() == DType::E4M3, "{}: FP8Block weight dtype must be E4M3, got {}", what,
+              dtype_name(weight.dtype()));
+    const int64_t K = weight.size(2);
+    DSA_CHECK(scale.dtype() == DType::F32 || scale.dtype() == DType::E8M0 || scale.dtype() == DType::U8,
+              "{}: FP8Block scale dtype must be F32 or E8M0, got {}", what, dtype_name(scale.dtype()));
+    DSA_CHECK(scale.size(0) == E && scale.size(1) == (N + 127) / 128 && scale.size(2) == (K + 127) / 128,
+              "{}: FP8Block scale shape {} != [{}][{}][{}]", what, shape_str(scale.shape()), E, (N + 127) / 128,
+              (K + 127) / 128);
+  }
+}
+
+int64_t ExpertWeights::bytes_per_expert() const {
+  return static_cast<int64_t>((weight.nbytes() + scale.nbytes()) / static_cast<size_t>(weight.size(0)));
+}
+
+static float fp8_scale_at(const ExpertWeights& w, int64_t e, int64_t nb, int64_t kb) {
+  const int64_t NB = w.scale.size(1), KB = w.scale.size(2);
+  const int64_t i = (e * NB + nb) * KB + kb;
+  return w.scale.dtype() == DType::F32 ? w.scale.data<float>()[i] : ue8m0_to_f32(w.scale.data<uint8_t>()[i]);
+}
+
+Tensor dequantize_expert_f32(const ExpertWeights& w, int64_t e) {
+  w.validate("dequantize_expert_f32");
+  DSA_CHECK(!w.weight.device().is_cuda(), "dequantize_expert_f32: weights must be on the host");
+  DSA_CHECK(e >= 0 && e < w.experts(), "dequantize_expert_f32: expert {} outside [0, {})", e, w.experts());
+  const int64_t N = w.n(), K = w.k();
+  Tensor out = Tensor::empty({N, K}, DType::F32);
+  float* o = out.data<float>();
+  if (w.format == WeightFormat::MXFP4) {
+    const uint8_t* p = w.weight.data<uint8_t>() + e * N * (K / 2);
+    const uint8_t* s = w.scale.data<uint8_t>() + e * N * (K / 32);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) {
+        uint8_t byte = p[n * (K / 2) + k / 2];
+        uint8_t code = (k & 1) ? (byte >> 4) : (byte & 0xF);
+        o[n * K + k] = e2m1_to_f32(code) * ue8m0_to_f32(s[n * (K / 32) + k / 32]);
+      }
+  } else {
+    const uint8_t* p = w.weight.data<uint8_t>() + e * N * K;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) o[n * K + k] = e4m3_to_f32(p[n * K + k]) * fp8_scale_at(w, e, n / 128, k / 128);
+  }
+  return out;
+}
+
+void validate_expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices, const ExpertWeights& w,
+                          const Tensor& out, const ExpertGemmParams& p) {
+  w.validate("expert_gemm: weights");
+  const int64_t N = w.n(), K = w.k(), E = w.experts();
+  DSA_CHECK(a.defined() && a.dim() == 2 && a.dtype() == DType::BF16 && a.size(1) == K && a.is_contiguous(),
+            "expert_gemm: a must be contiguous bf16 [rows][{}], got {}", K, a.defined() ? a.str() : "undefined");
+  DSA_CHECK(K % 128 == 0 && K > 0, "expert_gemm: K={} must be a positive multiple of 128", K);
+  DSA_CHECK(N % (p.fuse_swiglu ? 16 : 8) == 0 && N > 0, "expert_gemm: N={} must be a positive multiple of {}", N,
+            p.fuse_swiglu ? 16 : 8);
+  DSA_CHECK(p.swiglu_limit >= 0.f, "expert_gemm: swiglu_limit {} must be >= 0", p.swiglu_limit);
+  DSA_CHECK(p.tactic >= -1 && p.tactic <= 2, "expert_gemm: tactic {} outside [-1, 2]", p.tactic);
+  int64_t rows = a.size(0);
+  if (m_indices.defined()) {
+    DSA_CHECK(m_indices.dim() == 1 && m_indices.dtype() == DType::I32 && m_indices.is_contiguous(),
+              "expert_gemm: m_indices must be contiguous i32 [rows], got {}", m_indices.str());
+    rows = m_indices.size(0);
+    DSA_CHECK(p.m_alignment >= 16 && p.m_alignment % 16 == 0, "expert_gemm: m_alignment {} must be a positive multiple of 16",
+              p.m_alignment);
+    DSA_CHECK(p.tactic != 1 || p.m_alignment % 64 == 0, "expert_gemm: tactic 1 (64-row tiles) needs m_alignment % 64 == 0, got {}",
+              p.m_alignment);
+  } else {
+    DSA_CHECK(E == 1, "expert_gemm: dense mode (no m_indices) needs exactly one expert, weights have {}", E);
+  }
+  if (a_rows.defined()) {
+    a_rows.check("expert_gemm: a_rows", DType::I32, {rows});
+    DSA_CHECK(a_rows.is_contiguous(), "expert_gemm: a_rows must be contiguous");
+  } else {
+    DSA_CHECK(a.size(0) >= rows, "expert_gemm: a has {} rows, layout needs {}", a.size(0), rows);
+  }
+  out.check("expert_gemm: out", DType::BF16, {rows, p.fuse_swiglu ? N / 2 : N});
+  DSA_CHECK(out.is_contiguous(), "expert_gemm: out must be contiguous");
+  const Device d = a.device();
+  DSA_CHECK(w.weight.device() == d && out.device() == d && (!m_indices.defined() || m_indices.device() == d) &&
+                (!a_rows.defined() || a_rows.device() == d),
+            "expert_gemm: all tensors must be on {}", d.str());
+}
+
+void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices, const ExpertWeights& w, Tensor& out,
+                 const ExpertGemmParams& p) {
+  validate_expert_gemm(a, a_rows, m_indices, w, out, p);
+  if (a.device().is_cuda()) {
+#ifdef DSA_WITH_CUDA
+    cuda::expert_gemm(a, a_rows, m_indices, w, out, p);
+    return;
+#else
+    fail("expert_gemm: no CUDA in this build");
+#endif
+  }
+  const int64_t N = w.n(), K = w.k(), E = w.experts(), rows = out.size(0);
+  const int64_t n_out = out.size(1);
+  std::vector<Tensor> deq(E);  // dequantized lazily, once per used expert
+  std::vector<float> acc(N), arow(K);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t e = m_indices.defined() ? m_indices.data<int32_t>()[r] : 0;
+    if (e < 0 || e >= E) continue;  // padding row: not written
+    const int64_t src = a_rows.defined() ? a_rows.data<int32_t>()[r] : r;
+    if (src < 0 || src >= a.size(0)) {
+      std::fill(arow.begin(), arow.end(), 0.f);
+    } else {
+      for (int64_t k = 0; k < K; ++k) arow[k] = bf16_bits_to_f32(a.data<uint16_t>()[src * K + k]);
+    }
+    if (!deq[e].defined()) deq[e] = dequantize_expert_f32(w, e);
+    const float* W = deq[e].data<float>();
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += static_cast<double>(arow[k]) * W[n * K + k];
+      acc[n] = static_cast<float>(s);
+    }
+    uint16_t* o = out.data<uint16_t>() + r * n_out;
+    for (int64_t c = 0; c < n_out; ++c)
+      o[c] = f32_to_bf16_bits(p.fuse_swiglu ? swiglu_value(acc[c], acc[n_out + c], p.swiglu_limit) : acc[c]);
+  }
+}
+
+}  // namespace dsa::ops

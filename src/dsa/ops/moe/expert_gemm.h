@@ -1,0 +1,62 @@
+// Grouped expert GEMM over the contiguous per-expert layout (layout.h):
+//   out[r][n] = sum_k a[src(r)][k] * W[m_indices[r]][n][k]     for rows with m_indices[r] >= 0,
+// where src(r) = a_rows[r] when a_rows is given (gather fused into the GEMM) else r.
+// Rows whose expert is -1 (padding) are not written. With m_indices undefined the GEMM is dense:
+// every row uses expert 0 (shared experts, dense FP8 linear layers).
+//
+// Weight formats (checkpoint layouts, no reshuffle at load):
+//   MXFP4:    weight [E][N][K/2] bytes (I8/U8/FP4X2), two e2m1 per byte, low nibble = even k;
+//             scale [E][N][K/32] UE8M0 bytes (E8M0/U8).
+//   FP8Block: weight [E][N][K] e4m3; scale [E][ceil(N/128)][K/128] f32 or UE8M0 (E8M0/U8).
+// Activations a: [rows_a][K] bf16; out: [rows][N] bf16, or [rows][N/2] with fuse_swiglu, where
+// rows 0..N/2-1 of W are the gate projection and N/2..N-1 the up projection and the output is
+// silu(min(gate, L)) * clamp(up, -L, L) (L = swiglu_limit; 0 = no clamp), computed from the fp32
+// accumulators. Accumulation is fp32 over exactly dequantized weights (bf16 x bf16 products).
+// K must be a multiple of 128 and N a multiple of 8 (16 with fuse_swiglu).
+#pragma once
+#include <cstdint>
+
+#include "dsa/core/tensor.h"
+
+namespace dsa::ops {
+
+enum class WeightFormat { MXFP4, FP8Block };
+
+struct ExpertWeights {
+  WeightFormat format = WeightFormat::MXFP4;
+  Tensor weight;
+  Tensor scale;
+  int64_t experts() const { return weight.size(0); }
+  int64_t n() const { return weight.size(1); }
+  int64_t k() const { return format == WeightFormat::MXFP4 ? weight.size(2) * 2 : weight.size(2); }
+  // Throws dsa::Error naming `what` and the bad field when shapes/dtypes do not match the format.
+  void validate(const char* what) const;
+  // Bytes of one expert's weights plus scales (what a GEMM streams per used expert).
+  int64_t bytes_per_expert() const;
+};
+
+struct ExpertGemmParams {
+  bool fuse_swiglu = false;
+  float swiglu_limit = 0.f;  // 0: no clamp
+  // -1 auto; 0: 16-row tiles (decode, weight streaming); 1: 64-row tiles (prefill); 2: 16-row
+  // tiles with two warps per weight row group splitting k (decode with few CTAs, e.g. T=1).
+  // Auto: 2 for MXFP4 below 0.1 rows per expert, 0 below 32, else 1 (docs/perf/moe-results.md).
+  int tactic = -1;
+  // Row alignment of the expert segments in m_indices (layout.h alignment): 64-row tiles are only
+  // used when it is a multiple of 64. Must be a multiple of 16 (ignored in dense mode).
+  int64_t m_alignment = 64;
+  // Expected valid rows per expert (tokens * topk / experts) to pick the tile when tactic is -1;
+  // 0 = unknown (then rows / experts is used).
+  double rows_per_expert_hint = 0;
+};
+
+void validate_expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices, const ExpertWeights& w,
+                          const Tensor& out, const ExpertGemmParams& p);
+
+void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices, const ExpertWeights& w,
+                 Tensor& out, const ExpertGemmParams& p = {});
+
+// Dequantizes expert e to fp32 [N][K] (host tensors; used by references and baselines).
+Tensor dequantize_expert_f32(const ExpertWeights& w, int64_t e);
+
+}  // namespace dsa::ops

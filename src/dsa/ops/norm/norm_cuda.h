@@ -1,0 +1,22 @@
+// Launchers of the CUDA norm kernels (norm.cu). Only declared/defined when DSA_WITH_CUDA.
+#pragma once
+#include <cstdint>
+
+#include "dsa/core/dtype.h"
+
+namespace dsa::ops::cuda {
+
+struct RowNormArgs {
+  const void* x;
+  void* out;
+  const void* weight;  // may be null (unweighted)
+  const void* bias;    // may be null
+  int64_t rows, cols, x_row_stride, out_row_stride;
+  DType x_dtype, out_dtype, weight_dtype, bias_dtype;
+  float eps;
+  bool layer_norm;  // false: RMSNorm
+};
+
+void row_norm(const RowNormArgs& a);
+
+}  // namespace dsa::ops::cuda

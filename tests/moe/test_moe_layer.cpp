@@ -1,0 +1,156 @@
+// Full MoE layer: CPU op against a per-token reference; CUDA against CPU (V4-like MXFP4 with
+// shared FP8 expert, GLM-like FP8 experts with sigmoid routing, hash layer).
+#include <cmath>
+
+#include "common/testing.h"
+#include "dsa/core/dtype_conv.h"
+#include "dsa/ops/moe/moe_layer.h"
+#include "moe/moe_util.h"
+
+using namespace dsa;
+using namespace dsa::ops;
+using namespace dsa::test;
+
+namespace {
+
+struct Model {
+  MoeLayerWeights w;
+  MoeLayerParams p;
+  int64_t H, I, E;
+};
+
+Model make_model(bool glm, bool hash, int64_t H, int64_t I, int64_t E, int k, Rng& rng) {
+  Model m;
+  m.H = H;
+  m.I = I;
+  m.E = E;
+  m.w.gate = random_f32({E, H}, rng, 0.05f);
+  if (!hash) m.w.gate_bias = random_f32({E}, rng, 0.05f);
+  if (hash) {
+    m.w.tid2eid = Tensor::empty({100, k}, DType::I32);
+    for (int64_t i = 0; i < 100 * k; ++i) m.w.tid2eid.data<int32_t>()[i] = static_cast<int32_t>(rng.randint(0, E - 1));
+  }
+  m.w.w13 = glm ? random_fp8(E, 2 * I, H, rng) : random_mxfp4(E, 2 * I, H, rng);
+  m.w.w2 = glm ? random_fp8(E, H, I, rng) : random_mxfp4(E, H, I, rng);
+  m.w.shared_w13 = random_fp8(1, 2 * I, H, rng, !glm);
+  m.w.shared_w2 = random_fp8(1, H, I, rng, !glm);
+  m.p.router = glm ? RouterParams{ScoreFunc::Sigmoid, k, 2.5f} : RouterParams{ScoreFunc::SqrtSoftplus, k, 1.5f};
+  m.p.swiglu_limit = glm ? 0.f : 10.f;
+  return m;
+}
+
+MoeLayerWeights to_dev(const MoeLayerWeights& w, Device d) {
+  MoeLayerWeights r = w;
+  r.gate = w.gate.to(d);
+  if (w.gate_bias.defined()) r.gate_bias = w.gate_bias.to(d);
+  if (w.tid2eid.defined()) r.tid2eid = w.tid2eid.to(d);
+  r.w13 = to_device(w.w13, d);
+  r.w2 = to_device(w.w2, d);
+  r.shared_w13 = to_device(w.shared_w13, d);
+  r.shared_w2 = to_device(w.shared_w2, d);
+  return r;
+}
+
+float rb(double v) { return bf16_bits_to_f32(f32_to_bf16_bits(static_cast<float>(v))); }
+
+// Per-token reference written from the math (REFERENCE section 2): reuses only the CPU router.
+std::vector<float> token_ref(const Model& m, const Tensor& x, int64_t t, const int32_t* ids, const float* wts) {
+  const int64_t H = m.H, I = m.I;
+  auto ffn = [&](const std::vector<float>& W13, const std::vector<float>& W2) {
+    std::vector<float> act(I);
+    for (int64_t i = 0; i < I; ++i) {
+      double g = 0, u = 0;
+      for (int64_t h = 0; h < H; ++h) {
+        g += static_cast<double>(bf(x, t * H + h)) * W13[i * H + h];
+        u += static_cast<double>(bf(x, t * H + h)) * W13[(I + i) * H + h];
+      }
+      if (m.p.swiglu_limit > 0) {
+        g = std::min<double>(g, m.p.swiglu_limit);
+        u = std::max<double>(std::min<double>(u, m.p.swiglu_limit), -m.p.swiglu_limit);
+      }
+      act[i] = rb(g / (1 + std::exp(-g)) * u);
+    }
+    std::vector<float> y(H);
+    for (int64_t h = 0; h < H; ++h) {
+      double s = 0;
+      for (int64_t i = 0; i < I; ++i) s += static_cast<double>(act[i]) * W2[h * I + i];
+      y[h] = rb(s);
+    }
+    return y;
+  };
+  std::vector<float> out = ffn(dequant_ref(m.w.shared_w13, 0), dequant_ref(m.w.shared_w2, 0));
+  for (int s = 0; s < m.p.router.topk; ++s) {
+    if (ids[s] < 0) continue;
+    auto y = ffn(dequant_ref(m.w.w13, ids[s]), dequant_ref(m.w.w2, ids[s]));
+    for (int64_t h = 0; h < H; ++h) out[h] += wts[s] * y[h];
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(MoeLayer, CpuMatchesPerTokenReference) {
+  Rng rng;
+  for (bool glm : {false, true}) {
+    Model m = make_model(glm, false, 128, 128, 8, glm ? 3 : 2, rng);
+    const int64_t T = 5;
+    Tensor x = random_bf16({T, m.H}, rng);
+    Tensor out = Tensor::empty({T, m.H}, DType::BF16);
+    poison(out);
+    MoeWorkspace ws;
+    moe_layer(x, Tensor(), m.w, m.p, out, ws);
+    for (int64_t t = 0; t < T; ++t) {
+      auto want = token_ref(m, x, t, ws.topk_ids.data<int32_t>() + t * m.p.router.topk,
+                            ws.topk_weights.data<float>() + t * m.p.router.topk);
+      for (int64_t h = 0; h < m.H; ++h) {
+        const float g = bf(out, t * m.H + h);
+        ASSERT_TRUE(std::isfinite(g));
+        ASSERT_NEAR(g, want[h], 2e-2 * std::fabs(want[h]) + 2e-3) << "glm=" << glm << " t=" << t << " h=" << h;
+      }
+    }
+  }
+}
+
+TEST(MoeLayer, HashLayerNeedsTokenIds) {
+  Rng rng;
+  Model m = make_model(false, true, 128, 128, 8, 2, rng);
+  Tensor x = random_bf16({3, 128}, rng), out = Tensor::empty({3, 128}, DType::BF16);
+  MoeWorkspace ws;
+  EXPECT_THROW(moe_layer(x, Tensor(), m.w, m.p, out, ws), Error);
+}
+
+TEST(MoeLayerCuda, MatchesCpu) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  for (int variant : {0, 1, 2}) {  // V4 MXFP4, GLM FP8, V4 hash layer
+    const bool glm = variant == 1, hash = variant == 2;
+    Model m = make_model(glm, hash, 256, 128, 32, glm ? 8 : 6, rng);
+    if (hash) m.p.alignment = 16;  // 16-row segments: only the 16-row tile is valid
+    MoeLayerWeights wd = to_dev(m.w, d);
+    for (int64_t T : {1, 7, 64, 1000}) {
+      Tensor x = random_bf16({T, m.H}, rng, 2.f);
+      Tensor tok = Tensor::empty({T}, DType::I32);
+      for (int64_t t = 0; t < T; ++t) tok.data<int32_t>()[t] = static_cast<int32_t>(rng.randint(0, 99));
+      Tensor want = Tensor::empty({T, m.H}, DType::BF16);
+      MoeWorkspace wsc, wsg;
+      moe_layer(x, hash ? tok : Tensor(), m.w, m.p, want, wsc);
+      Tensor got = Tensor::empty({T, m.H}, DType::BF16, d);
+      poison(got);
+      moe_layer(x.to(d), hash ? tok.to(d) : Tensor(), wd, m.p, got, wsg);
+      // Router logits differ by fp32 rounding between CPU and GPU; a token whose top-k differs
+      // (a near tie) is left out of the comparison, and there must be almost none.
+      Tensor gid = wsg.topk_ids.to(Device::cpu());
+      std::vector<int64_t> rows;
+      const int k = m.p.router.topk;
+      for (int64_t t = 0; t < T; ++t) {
+        bool same = true;
+        for (int s = 0; s < k; ++s) same = same && gid.data<int32_t>()[t * k + s] == wsc.topk_ids.data<int32_t>()[t * k + s];
+        if (same) rows.push_back(t);
+      }
+      ASSERT_GE(static_cast<double>(rows.size()), 0.99 * T) << "routing differs on too many tokens";
+      ASSERT_EQ(compare_bf16(got.to(Device::cpu()), want, 3e-2, 3e-2 * rms_bf16(want), "moe layer", &rows), 0)
+          << "variant " << variant << " T=" << T;
+    }
+  }
+}
