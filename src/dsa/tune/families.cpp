@@ -1,5 +1,6 @@
 #include "dsa/tune/families.h"
 
+#include "dsa/tune/moe_gemm_tunable.h"
 #include "dsa/tune/sparse_mla_tunable.h"
 
 namespace dsa::tune {
@@ -11,9 +12,9 @@ const std::vector<TunableFamily>& tunable_families() {
        make_sparse_mla_tunables,
        ""},
       {"moe_expert_gemm",
-       "MoE expert GEMM / linear layers: tile shape per token bucket",
-       {},
-       "not in this build yet: the MoE/linear GEMM (helper `moe`) has not landed; its factory plugs in here"},
+       "MoE grouped expert GEMM (gate/up with fused SwiGLU, down): row tile per token bucket",
+       make_moe_gemm_tunables,
+       ""},
   };
   return families;
 }

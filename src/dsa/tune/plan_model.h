@@ -25,6 +25,7 @@ struct PlanModel {
   int moe_intermediate_size = 0;
   int n_routed_experts = 0;
   int experts_per_token = 0;
+  std::string expert_dtype;  // routed experts: "fp4" (MXFP4), "fp8" or "bf16"
 
   void validate() const;  // throws dsa::Error naming the bad field
 };

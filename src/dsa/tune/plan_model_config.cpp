@@ -15,6 +15,7 @@ PlanModel plan_model_from_config(const model::ModelConfig& c) {
   m.moe_intermediate_size = c.moe_intermediate_size;
   m.n_routed_experts = c.n_routed_experts;
   m.experts_per_token = c.num_experts_per_tok;
+  m.expert_dtype = c.quant.expert_dtype;
   m.validate();
   return m;
 }
