@@ -100,9 +100,12 @@ void MoeGemmTunable::run(int tactic, const Dims& dims) {
   ops::expert_gemm(a_, s.layout.src_token, s.layout.m_indices, w_, s.out, p);
 }
 
+// Frees the weights too: one layer's experts are GBs (V4-Pro gate/up: 8 GB), so only the op
+// being tuned holds them; refilling them on the device per bucket takes milliseconds.
 void MoeGemmTunable::release() {
   sets_.clear();
   a_ = Tensor();
+  w_ = ops::ExpertWeights{};
 }
 
 std::vector<std::unique_ptr<TunableOp>> make_moe_gemm_tunables(const PlanModel& model, const EngineLimits&,

@@ -56,7 +56,7 @@ class MoeGemmTunable : public TunableOp {
 
  private:
   MoeGemmTuneConfig cfg_;
-  ops::ExpertWeights w_;  // allocated on first prepare, kept
+  ops::ExpertWeights w_;  // allocated by prepare, freed by release (GBs per layer)
   Tensor a_;
   std::vector<Set> sets_;
   int64_t tokens_ = 0;
