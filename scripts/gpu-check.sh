@@ -20,7 +20,7 @@ for s in "${stages[@]}"; do
       DSA_BUILD_DIR=$build DSA_CUDA_ARCHS=${DSA_CUDA_ARCHS:-90a;120a} DSA_JOBS=16 DSA_CUDA=ON \
         scripts/build.sh 2>&1 | tail -n 30 | tee "$OUT/build.log" || { echo "BUILD FAILED"; exit 1; }
       "$dsa" info | tee "$OUT/info.txt"
-      DSA_DEVICE_CAPABILITY=12.0 "$dsa" info | tail -n 2 | tee -a "$OUT/info.txt"
+      DSA_DEVICE_CAPABILITY=12.0 "$dsa" info | grep -E "override|effective" | tee -a "$OUT/info.txt"
       ;;
     test)
       ctest --test-dir "$build" --output-on-failure -j 4 2>&1 | tail -n 60 | tee "$OUT/test.log" || rc=1 ;;

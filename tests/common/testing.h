@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dsa/core/device.h"
 #include "dsa/core/tensor.h"
 
 namespace dsa::test {

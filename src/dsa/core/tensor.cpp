@@ -28,8 +28,10 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device dev) {
   return std::shared_ptr<Storage>(new Storage(p, nbytes, dev, true));
 }
 
-std::shared_ptr<Storage> Storage::borrow(void* ptr, size_t nbytes, Device dev) {
-  return std::shared_ptr<Storage>(new Storage(ptr, nbytes, dev, false));
+std::shared_ptr<Storage> Storage::borrow(void* ptr, size_t nbytes, Device dev, std::shared_ptr<const void> keep_alive) {
+  auto s = std::shared_ptr<Storage>(new Storage(ptr, nbytes, dev, false));
+  s->keep_alive_ = std::move(keep_alive);
+  return s;
 }
 
 Storage::~Storage() {
@@ -75,7 +77,8 @@ Tensor Tensor::zeros(Shape shape, DType dtype, Device dev) {
   return t;
 }
 
-Tensor Tensor::from_blob(void* data, Shape shape, DType dtype, Device dev, std::vector<int64_t> strides) {
+Tensor Tensor::from_blob(void* data, Shape shape, DType dtype, Device dev, std::vector<int64_t> strides,
+                         std::shared_ptr<const void> keep_alive) {
   Tensor t;
   if (strides.empty()) strides = contiguous_strides(shape);
   DSA_CHECK(strides.size() == shape.size(), "from_blob: {} strides for shape {}", strides.size(), shape_str(shape));
@@ -88,7 +91,7 @@ Tensor Tensor::from_blob(void* data, Shape shape, DType dtype, Device dev, std::
     span = 1;
     for (size_t i = 0; i < shape.size(); ++i) span += (shape[i] - 1) * strides[i];
   }
-  t.storage_ = Storage::borrow(data, static_cast<size_t>(span) * dtype_size(dtype), dev);
+  t.storage_ = Storage::borrow(data, static_cast<size_t>(span) * dtype_size(dtype), dev, std::move(keep_alive));
   t.shape_ = std::move(shape);
   t.strides_ = std::move(strides);
   t.dtype_ = dtype;

@@ -30,11 +30,13 @@ struct Device {
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);
 
-// A block of memory on one device. Owning storage frees itself; borrowed storage does not.
+// A block of memory on one device. Owning storage frees itself; borrowed storage does not, but
+// may hold `keep_alive` (e.g. a memory-mapped file) so that the memory outlives every view.
 class Storage {
  public:
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device dev);
-  static std::shared_ptr<Storage> borrow(void* ptr, size_t nbytes, Device dev);
+  static std::shared_ptr<Storage> borrow(void* ptr, size_t nbytes, Device dev,
+                                         std::shared_ptr<const void> keep_alive = {});
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -45,6 +47,7 @@ class Storage {
 
  private:
   Storage(void* p, size_t n, Device d, bool own) : ptr_(p), nbytes_(n), dev_(d), owning_(own) {}
+  std::shared_ptr<const void> keep_alive_;
   void* ptr_;
   size_t nbytes_;
   Device dev_;
@@ -57,9 +60,10 @@ class Tensor {
   // Uninitialised owning tensor, contiguous row-major.
   static Tensor empty(Shape shape, DType dtype, Device dev = Device::cpu());
   static Tensor zeros(Shape shape, DType dtype, Device dev = Device::cpu());
-  // Borrowed view over caller memory; the caller keeps `data` alive.
+  // Borrowed view over caller memory; the caller keeps `data` alive, or passes `keep_alive`, an
+  // owner of that memory that every view of this tensor then holds (e.g. a file mapping).
   static Tensor from_blob(void* data, Shape shape, DType dtype, Device dev = Device::cpu(),
-                          std::vector<int64_t> strides = {});
+                          std::vector<int64_t> strides = {}, std::shared_ptr<const void> keep_alive = {});
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

@@ -1,0 +1,238 @@
+#include "dsa/model/checkpoint_load.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "dsa/core/dtype_conv.h"
+#include "dsa/core/error.h"
+#include "dsa/core/log.h"
+
+namespace dsa {
+
+namespace {
+
+// Minimal progress display for loading (stderr; redraws in place on a TTY, a line per 25 %
+// otherwise; DSA_PROGRESS=0 disables). To be replaced by core/progress.h once it lands.
+class LoadProgress {
+ public:
+  LoadProgress(bool enabled, std::string title, uint64_t total)
+      : title_(std::move(title)), total_(total), start_(std::chrono::steady_clock::now()) {
+    const char* env = std::getenv("DSA_PROGRESS");
+    enabled_ = enabled && total > 0 && !(env && std::string(env) == "0");
+    tty_ = isatty(fileno(stderr));
+  }
+  void advance(uint64_t n) {
+    done_ += n;
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    const int quarter = static_cast<int>(4 * done_ / total_);
+    if (tty_ ? (now - last_ > std::chrono::milliseconds(100) || done_ == total_) : quarter != last_quarter_) {
+      draw(done_ == total_);
+      last_ = now;
+      last_quarter_ = quarter;
+    }
+  }
+
+ private:
+  void draw(bool final) {
+    const double pct = 100.0 * static_cast<double>(done_) / static_cast<double>(total_);
+    const int width = 30, fill = static_cast<int>(pct / 100.0 * width);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::string bar = std::string(fill, '#') + std::string(width - fill, '-');
+    std::fprintf(stderr, "%s%s [%s] %5.1f%% %.1f/%.1f MiB %.1fs%s", tty_ ? "\r" : "", title_.c_str(), bar.c_str(), pct,
+                 done_ / 1048576.0, total_ / 1048576.0, secs, (final || !tty_) ? "\n" : "");
+    std::fflush(stderr);
+  }
+  std::string title_;
+  uint64_t total_ = 0, done_ = 0;
+  bool enabled_ = false, tty_ = false;
+  int last_quarter_ = -1;
+  std::chrono::steady_clock::time_point start_, last_{};
+};
+
+}  // namespace
+
+const Tensor& LoadedWeights::get(std::string_view name) const {
+  auto it = tensors.find(name);
+  DSA_CHECK(it != tensors.end(), "weight '{}' was not loaded", name);
+  return it->second;
+}
+
+nlohmann::json read_config_json(const std::string& dir) {
+  const auto p = std::filesystem::path(dir) / "config.json";
+  std::ifstream in(p);
+  DSA_CHECK(in, "{}: cannot open", p.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON: {}", p.string(), e.what());
+  }
+}
+
+TensorSet tensor_set(const Checkpoint& ckpt) {
+  TensorSet s;
+  for (const auto& n : ckpt.names()) {
+    s.tensors.emplace(n, ckpt.get(n));
+    s.origin.emplace(n, ckpt.file_of(n).path());
+  }
+  return s;
+}
+
+TensorSet deepseek_v4_official_view(const Checkpoint& ckpt, std::vector<std::string>* unmapped) {
+  TensorSet s;
+  static const std::regex fused(R"(^model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)$)");
+  auto add = [&](const std::string& name, Tensor t, std::string origin) {
+    DSA_CHECK(s.tensors.emplace(name, std::move(t)).second, "{}: two tensors map to the official name '{}'",
+              ckpt.dir(), name);
+    s.origin.emplace(name, std::move(origin));
+  };
+  for (const auto& n : ckpt.names()) {
+    const std::string file = ckpt.file_of(n).path();
+    std::smatch m;
+    if (std::regex_match(n, m, fused)) {
+      Tensor t = ckpt.get(n);
+      DSA_CHECK(t.dim() == 3, "{} ({}): fused expert tensor must be 3-D [E][out][in], got {}", n, file, t.str());
+      const std::string layer = m[1];
+      for (int64_t e = 0; e < t.size(0); ++e) {
+        const std::string base = fmt::format("layers.{}.ffn.experts.{}.", layer, e);
+        Tensor te = t.select(0, e);
+        if (m[2] == "gate_up_proj") {
+          DSA_CHECK(te.size(0) % 2 == 0, "{} ({}): gate_up_proj rows {} are not even", n, file, te.size(0));
+          const int64_t I = te.size(0) / 2;
+          add(base + "w1.weight", te.slice(0, 0, I), fmt::format("{}: {}[{}][0:{}]", file, n, e, I));
+          add(base + "w3.weight", te.slice(0, I, 2 * I), fmt::format("{}: {}[{}][{}:{}]", file, n, e, I, 2 * I));
+        } else {
+          add(base + "w2.weight", te, fmt::format("{}: {}[{}]", file, n, e));
+        }
+      }
+      continue;
+    }
+    auto official = weights::deepseek_v4_official_name(n);
+    if (!official) {
+      if (unmapped) unmapped->push_back(n);
+      continue;
+    }
+    add(*official, ckpt.get(n), fmt::format("{}: {}", file, n));
+  }
+  return s;
+}
+
+weights::ValidationReport validate(const TensorSet& set, const std::vector<weights::WeightSpec>& specs) {
+  weights::ValidationReport r;
+  r.expected = specs.size();
+  std::set<std::string, std::less<>> expected;
+  for (const auto& s : specs) {
+    expected.insert(s.name);
+    auto it = set.tensors.find(s.name);
+    if (it == set.tensors.end()) {
+      r.missing.push_back(s.name);
+      continue;
+    }
+    const Tensor& t = it->second;
+    if (!s.accepts(t.dtype()) || t.shape() != s.shape) {
+      std::string want(dtype_name(s.dtype));
+      for (DType a : s.also) want += fmt::format(" or {}", dtype_name(a));
+      r.mismatched.push_back(fmt::format("{} (in {}): expected {} {}, got {} {}", s.name, set.origin.at(s.name), want,
+                                         shape_str(s.shape), dtype_name(t.dtype()), shape_str(t.shape())));
+    }
+  }
+  for (const auto& [n, _] : set.tensors)
+    if (!expected.count(n)) r.unknown.push_back(n);
+  return r;
+}
+
+LoadedWeights load_weights(const TensorSet& set, const std::vector<weights::WeightSpec>& specs, const LoadOptions& opt,
+                           const std::string& label) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LoadedWeights w;
+  w.report = validate(set, specs);
+  if (opt.strict) w.report.throw_if_invalid(label);
+  if (!w.report.unknown.empty()) {
+    std::string list;
+    for (size_t i = 0; i < w.report.unknown.size() && i < 8; ++i) list += (i ? ", " : "") + w.report.unknown[i];
+    if (w.report.unknown.size() > 8) list += ", ...";
+    log_warn("{}: {} tensors are not part of the model and are not used: {}", label, w.report.unknown.size(), list);
+  }
+  uint64_t total = 0;
+  for (const auto& s : specs)
+    if (auto it = set.tensors.find(s.name); it != set.tensors.end()) total += it->second.nbytes();
+  LoadProgress bar(opt.progress && opt.device.is_cuda(), fmt::format("loading {}", label), total);
+  for (const auto& s : specs) {
+    auto it = set.tensors.find(s.name);
+    if (it == set.tensors.end()) continue;  // non-strict load
+    // CPU: the memory-mapped view itself (contiguous copy only for strided views of fused tensors).
+    Tensor t = opt.device.is_cuda() ? it->second.to(opt.device) : it->second.contiguous();
+    w.bytes += t.nbytes();
+    bar.advance(t.nbytes());
+    w.tensors.emplace(s.name, std::move(t));
+  }
+  w.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log_info("loaded {}: {} tensors, {:.1f} MiB to {} in {:.2f} s", label, w.tensors.size(), w.bytes / 1048576.0,
+           opt.device.str(), w.seconds);
+  return w;
+}
+
+LoadedWeights load_deepseek_v4(const std::string& dir, const LoadOptions& opt, weights::DeepseekV4Dims* dims_out) {
+  const auto cfg = read_config_json(dir);
+  auto dims = weights::deepseek_v4_dims_from_config(cfg);
+  Checkpoint ckpt = Checkpoint::open(dir);
+  TensorSet set;
+  const bool official_layout = ckpt.has("embed.weight") || !ckpt.has("model.embed_tokens.weight");
+  if (official_layout) {
+    set = tensor_set(ckpt);
+  } else {
+    // transformers layout: official view; transformers does not save MTP layers.
+    std::vector<std::string> unmapped;
+    set = deepseek_v4_official_view(ckpt, &unmapped);
+    for (const auto& n : unmapped) {
+      set.tensors.emplace(n, ckpt.get(n));  // reported as unknown by the validator
+      set.origin.emplace(n, ckpt.file_of(n).path());
+    }
+    // Formats follow the tensors: transformers saves dequantized (BF16) weights even when its
+    // config still says expert_dtype "fp4".
+    if (auto it = set.tensors.find("layers.0.attn.wq_a.weight"); it != set.tensors.end())
+      dims.fp8 = it->second.dtype() == DType::E4M3;
+    if (auto it = set.tensors.find("layers.0.ffn.experts.0.w1.weight"); it != set.tensors.end())
+      dims.fp4_experts = it->second.dtype() == DType::I8 || it->second.dtype() == DType::U8;
+    if (dims.mtp_layers > 0 && !set.tensors.count("mtp.0.e_proj.weight")) {
+      log_warn("{}: transformers-layout checkpoint without MTP weights; MTP disabled", dir);
+      dims.mtp_layers = 0;
+      dims.compress_ratios.resize(static_cast<size_t>(dims.layers));
+    }
+  }
+  const auto specs = weights::deepseek_v4_weight_specs(dims);
+  if (!official_layout) {
+    // transformers may save its fp32-kept parameters (mHC, sinks, position biases, routing bias)
+    // in bf16; the model reads them as F32, so widen them here (exact).
+    for (const auto& sp : specs) {
+      auto it = set.tensors.find(sp.name);
+      if (sp.dtype != DType::F32 || it == set.tensors.end() || it->second.dtype() != DType::BF16) continue;
+      Tensor src = it->second.contiguous(), f = Tensor::empty(src.shape(), DType::F32);
+      for (int64_t i = 0; i < src.numel(); ++i) f.data<float>()[i] = bf16_bits_to_f32(src.data<uint16_t>()[i]);
+      it->second = f;
+      set.origin[sp.name] += " (bf16 widened to f32)";
+    }
+  }
+  if (dims_out) *dims_out = dims;
+  return load_weights(set, specs, opt, dir);
+}
+
+LoadedWeights load_glm5(const std::string& dir, const LoadOptions& opt, weights::Glm5Dims* dims_out) {
+  const auto dims = weights::glm5_dims_from_config(read_config_json(dir));
+  if (dims_out) *dims_out = dims;
+  return load_weights(tensor_set(Checkpoint::open(dir)), weights::glm5_weight_specs(dims), opt, dir);
+}
+
+}  // namespace dsa

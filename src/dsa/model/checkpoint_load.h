@@ -1,0 +1,63 @@
+// Loading a model's weights from a checkpoint directory: validate against the weight spec
+// (every expected tensor present with its shape and dtype; unknown tensors listed, not used),
+// then hand out tensors in their checkpoint formats (FP8 + scales, MXFP4, BF16, F32): memory-
+// mapped views on the CPU, or copies on a CUDA device. A progress bar runs on stderr while
+// tensors are copied, and the load time is reported.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dsa/core/tensor.h"
+#include "dsa/model/checkpoint.h"
+#include "dsa/model/weights/deepseek_v4.h"
+#include "dsa/model/weights/glm5.h"
+#include "dsa/model/weights/weight_spec.h"
+
+namespace dsa {
+
+struct LoadOptions {
+  Device device = Device::cpu();  // CUDA: every tensor is copied to the device
+  bool progress = true;           // progress bar on stderr (plain lines when not a TTY)
+  bool strict = true;             // throw when the checkpoint does not match the spec
+};
+
+struct LoadedWeights {
+  std::map<std::string, Tensor, std::less<>> tensors;  // spec name -> tensor (checkpoint format)
+  weights::ValidationReport report;
+  double seconds = 0;  // wall time of validation + copies
+  uint64_t bytes = 0;  // bytes of the loaded tensors
+
+  bool has(std::string_view name) const { return tensors.count(name) != 0; }
+  const Tensor& get(std::string_view name) const;  // throws naming the tensor when absent
+};
+
+// Named tensors as a model sees them (names of the spec), with where each one comes from.
+struct TensorSet {
+  std::map<std::string, Tensor, std::less<>> tensors;
+  std::map<std::string, std::string, std::less<>> origin;  // name -> "file" or "file: hf_name[slice]"
+};
+
+// The checkpoint's tensors under their own names.
+TensorSet tensor_set(const Checkpoint& ckpt);
+
+// A DeepSeek-V4 checkpoint in transformers 5.17's layout ("model.layers.N.self_attn.q_a_proj.weight",
+// fused experts "mlp.experts.gate_up_proj" [E][2I][H] and "down_proj" [E][H][I]) seen under the
+// official names: renamed tensors, and per-expert w1/w3/w2 views sliced from the fused tensors.
+// Names with no official counterpart are returned in `unmapped`.
+TensorSet deepseek_v4_official_view(const Checkpoint& ckpt, std::vector<std::string>* unmapped = nullptr);
+
+weights::ValidationReport validate(const TensorSet& set, const std::vector<weights::WeightSpec>& specs);
+
+LoadedWeights load_weights(const TensorSet& set, const std::vector<weights::WeightSpec>& specs,
+                           const LoadOptions& opt, const std::string& label);
+
+// config.json + checkpoint directory -> validated weights, for each model. DeepSeek-V4 accepts
+// the official layout and transformers' layout (detected from the tensor names).
+LoadedWeights load_deepseek_v4(const std::string& dir, const LoadOptions& opt = {},
+                               weights::DeepseekV4Dims* dims_out = nullptr);
+LoadedWeights load_glm5(const std::string& dir, const LoadOptions& opt = {}, weights::Glm5Dims* dims_out = nullptr);
+
+nlohmann::json read_config_json(const std::string& dir);
+
+}  // namespace dsa

@@ -1,0 +1,452 @@
+#include "dsa/model/checkpoint_tiny.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "dsa/core/dtype_conv.h"
+#include "dsa/core/error.h"
+#include "dsa/formats/fp8_block.h"
+#include "dsa/formats/mxfp4.h"
+#include "dsa/model/checkpoint.h"
+
+namespace dsa {
+
+using weights::WeightSpec;
+
+weights::DeepseekV4Dims tiny_deepseek_v4_dims() {
+  weights::DeepseekV4Dims d;
+  d.vocab = 512;
+  d.hidden = 256;
+  d.layers = 4;
+  d.heads = 4;
+  d.head_dim = 512;
+  d.rope_dim = 64;
+  d.q_lora = 128;
+  d.o_groups = 2;
+  d.o_lora = 128;
+  d.index_heads = 4;
+  d.index_head_dim = 128;
+  d.experts = 8;
+  d.experts_per_tok = 2;
+  d.shared_experts = 1;
+  d.moe_inter = 128;
+  d.hc_mult = 4;
+  d.hash_layers = 2;
+  d.mtp_layers = 1;
+  d.compress_ratios = {0, 4, 128, 4, 0};  // + the MTP layer (sliding)
+  return d;
+}
+
+weights::Glm5Dims tiny_glm5_dims() {
+  weights::Glm5Dims d;
+  d.vocab = 512;
+  d.hidden = 256;
+  d.layers = 4;
+  d.heads = 4;
+  d.q_lora = 128;
+  d.kv_lora = 512;
+  d.qk_nope = 192;
+  d.qk_rope = 64;
+  d.v_head = 256;
+  d.index_heads = 4;
+  d.index_head_dim = 128;
+  d.experts = 8;
+  d.shared_experts = 1;
+  d.moe_inter = 128;
+  d.dense_inter = 256;
+  d.first_dense = 1;
+  d.mtp_layers = 1;
+  d.indexer_full = {true, false, true, false};
+  return d;
+}
+
+weights::DeepseekV4Dims preset_deepseek_v4_dims(const std::string& preset) {
+  weights::DeepseekV4Dims d;
+  d.vocab = 129280;
+  d.head_dim = 512;
+  d.rope_dim = 64;
+  d.index_heads = 64;
+  d.index_head_dim = 128;
+  d.experts_per_tok = 6;
+  d.shared_experts = 1;
+  d.hc_mult = 4;
+  d.hash_layers = 3;
+  d.mtp_layers = 1;
+  if (preset == "flash") {
+    d.hidden = 4096; d.layers = 43; d.heads = 64; d.q_lora = 1024; d.o_groups = 8; d.o_lora = 1024;
+    d.experts = 256; d.moe_inter = 2048;
+    d.compress_ratios = {0, 0};
+  } else if (preset == "pro") {
+    d.hidden = 7168; d.layers = 61; d.heads = 128; d.q_lora = 1536; d.o_groups = 16; d.o_lora = 1024;
+    d.experts = 384; d.moe_inter = 3072;
+    d.compress_ratios = {128, 128};
+  } else {
+    fail("make-tiny: unknown deepseek_v4 preset '{}' (tiny, flash, pro)", preset);
+  }
+  // REFERENCE section 1: then CSA / HCA alternating, ending with CSA.
+  while (static_cast<int64_t>(d.compress_ratios.size()) < d.layers)
+    d.compress_ratios.push_back(d.compress_ratios.size() % 2 == 0 ? 4 : 128);
+  d.compress_ratios.back() = 4;
+  return d;
+}
+
+weights::Glm5Dims preset_glm5_dims(const std::string& preset) {
+  DSA_CHECK(preset == "glm-5.1", "make-tiny: unknown glm_moe_dsa preset '{}' (tiny, glm-5.1)", preset);
+  weights::Glm5Dims d;
+  d.vocab = 154880; d.hidden = 6144; d.layers = 78; d.heads = 64; d.q_lora = 2048; d.kv_lora = 512;
+  d.qk_nope = 192; d.qk_rope = 64; d.v_head = 256; d.index_heads = 32; d.index_head_dim = 128;
+  d.experts = 256; d.shared_experts = 1; d.moe_inter = 2048; d.dense_inter = 12288; d.first_dense = 3;
+  d.mtp_layers = 1;
+  d.indexer_full.assign(78, true);
+  return d;
+}
+
+nlohmann::json deepseek_v4_config_json(const weights::DeepseekV4Dims& d, int64_t index_topk, int64_t sliding_window,
+                                       double routed_scaling_factor) {
+  nlohmann::json c = {
+      {"architectures", {"DeepseekV4ForCausalLM"}},
+      {"model_type", "deepseek_v4"},
+      {"vocab_size", d.vocab},
+      {"hidden_size", d.hidden},
+      {"moe_intermediate_size", d.moe_inter},
+      {"num_hidden_layers", d.layers},
+      {"num_attention_heads", d.heads},
+      {"num_key_value_heads", 1},
+      {"head_dim", d.head_dim},
+      {"qk_rope_head_dim", d.rope_dim},
+      {"q_lora_rank", d.q_lora},
+      {"o_lora_rank", d.o_lora},
+      {"o_groups", d.o_groups},
+      {"hidden_act", "silu"},
+      {"swiglu_limit", 10.0},
+      {"rms_norm_eps", 1e-6},
+      {"max_position_embeddings", 65536},
+      {"sliding_window", sliding_window},
+      {"rope_theta", 10000.0},
+      {"compress_rope_theta", 160000.0},
+      {"rope_scaling",
+       {{"type", "yarn"}, {"factor", 16}, {"original_max_position_embeddings", 65536}, {"beta_fast", 32}, {"beta_slow", 1}}},
+      {"num_nextn_predict_layers", d.mtp_layers},
+      {"compress_ratios", d.compress_ratios},
+      {"index_n_heads", d.index_heads},
+      {"index_head_dim", d.index_head_dim},
+      {"index_topk", index_topk},
+      {"hc_mult", d.hc_mult},
+      {"hc_sinkhorn_iters", 20},
+      {"hc_eps", 1e-6},
+      {"n_routed_experts", d.experts},
+      {"n_shared_experts", d.shared_experts},
+      {"num_experts_per_tok", d.experts_per_tok},
+      {"norm_topk_prob", true},
+      {"routed_scaling_factor", routed_scaling_factor},
+      {"scoring_func", "sqrtsoftplus"},
+      {"topk_method", "noaux_tc"},
+      {"num_hash_layers", d.hash_layers},
+      {"bos_token_id", 0},
+      {"eos_token_id", 1},
+      {"tie_word_embeddings", false},
+      {"torch_dtype", "bfloat16"},
+  };
+  if (d.fp4_experts) c["expert_dtype"] = "fp4";
+  if (d.fp8)
+    c["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"},     {"quant_method", "fp8"},
+                                {"scale_fmt", "ue8m0"},           {"weight_block_size", {128, 128}}};
+  return c;
+}
+
+nlohmann::json glm5_config_json(const weights::Glm5Dims& d, int64_t index_topk) {
+  std::vector<std::string> indexer_types;
+  for (bool f : d.indexer_full) indexer_types.push_back(f ? "full" : "shared");
+  nlohmann::json c = {
+      {"architectures", {"GlmMoeDsaForCausalLM"}},
+      {"model_type", "glm_moe_dsa"},
+      {"attention_bias", false},
+      {"hidden_act", "silu"},
+      {"vocab_size", d.vocab},
+      {"hidden_size", d.hidden},
+      {"intermediate_size", d.dense_inter},
+      {"moe_intermediate_size", d.moe_inter},
+      {"num_hidden_layers", d.layers},
+      {"num_attention_heads", d.heads},
+      {"num_key_value_heads", d.heads},
+      {"n_routed_experts", d.experts},
+      {"n_shared_experts", d.shared_experts},
+      {"num_experts_per_tok", 2},
+      {"first_k_dense_replace", d.first_dense},
+      {"n_group", 1},
+      {"topk_group", 1},
+      {"norm_topk_prob", true},
+      {"routed_scaling_factor", 2.5},
+      {"scoring_func", "sigmoid"},
+      {"topk_method", "noaux_tc"},
+      {"q_lora_rank", d.q_lora},
+      {"kv_lora_rank", d.kv_lora},
+      {"qk_nope_head_dim", d.qk_nope},
+      {"qk_rope_head_dim", d.qk_rope},
+      {"v_head_dim", d.v_head},
+      {"index_n_heads", d.index_heads},
+      {"index_head_dim", d.index_head_dim},
+      {"index_topk", index_topk},
+      {"indexer_types", indexer_types},
+      {"rope_theta", 1000000.0},
+      {"rms_norm_eps", 1e-5},
+      {"max_position_embeddings", 4096},
+      {"num_nextn_predict_layers", d.mtp_layers},
+      {"bos_token_id", 0},
+      {"eos_token_id", 1},
+      {"tie_word_embeddings", false},
+      {"torch_dtype", "bfloat16"},
+  };
+  if (d.fp8)
+    c["quantization_config"] = {
+        {"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  return c;
+}
+
+namespace {
+
+// Deterministic random source for tiny weights.
+struct Gen {
+  std::mt19937_64 rng;
+  float normal(float sd) { return std::normal_distribution<float>(0.f, sd)(rng); }
+  int64_t randint(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
+};
+
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+// Values of a logical [out][in] float weight; std 1/sqrt(in) keeps activations O(1).
+std::vector<float> random_matrix(Gen& g, int64_t out, int64_t in) {
+  std::vector<float> w(static_cast<size_t>(out * in));
+  const float sd = 1.f / std::sqrt(static_cast<float>(in));
+  for (auto& x : w) x = g.normal(sd);
+  return w;
+}
+
+// Quantization goes through dsa::formats (the engine's own FP8-block and MXFP4 encoders):
+// FP8 scale = amax / 448 per 128x128 block, a power of two for UE8M0 and exact for GLM's fp32
+// weight_scale_inv; MXFP4 scale = 2^ceil(log2(amax / 6)) per 32 values, low nibble first.
+void quantize_fp8(const std::vector<float>& w, int64_t out, int64_t in, Tensor& q, Tensor& scale) {
+  formats::Fp8BlockQuantParams p;
+  p.in = Tensor::from_blob(const_cast<float*>(w.data()), {out, in}, DType::F32);
+  p.weight = q;
+  p.scale = scale;
+  p.rounding = scale.dtype() == DType::E8M0 ? formats::ScaleRounding::Pow2Ceil : formats::ScaleRounding::Exact;
+  formats::fp8_block_quantize(p);
+}
+
+void quantize_mxfp4(const std::vector<float>& w, int64_t out, int64_t in, Tensor& q, Tensor& scale) {
+  formats::Mxfp4QuantParams p;
+  p.in = Tensor::from_blob(const_cast<float*>(w.data()), {out, in}, DType::F32);
+  p.packed = q;
+  p.scale = scale;
+  formats::mxfp4_quantize(p);
+}
+
+// Values for a non-linear tensor, chosen by its role (name) so that the model is well behaved.
+void fill_other(Gen& g, const WeightSpec& s, Tensor& t, int64_t n_experts) {
+  const int64_t n = t.numel();
+  auto set = [&](auto fn) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = fn(i);
+      if (t.dtype() == DType::F32) t.data<float>()[i] = v;
+      else t.data<uint16_t>()[i] = f32_to_bf16_bits(v);
+    }
+  };
+  const std::string& nm = s.name;
+  if (t.dtype() == DType::I32 || t.dtype() == DType::I64) {
+    // tid2eid [vocab][k]: k distinct experts per token.
+    const int64_t k = s.shape.back(), rows = n / k;
+    std::vector<int64_t> perm(static_cast<size_t>(n_experts));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), g.rng);
+      for (int64_t j = 0; j < k; ++j) {
+        if (t.dtype() == DType::I32) t.data<int32_t>()[r * k + j] = static_cast<int32_t>(perm[j]);
+        else t.data<int64_t>()[r * k + j] = perm[j];
+      }
+    }
+    return;
+  }
+  if (ends_with(nm, "norm.weight") || ends_with(nm, "layernorm.weight")) return set([&](int64_t) { return 1.f + g.normal(0.1f); });
+  if (ends_with(nm, "k_norm.bias")) return set([&](int64_t) { return g.normal(0.1f); });
+  if (ends_with(nm, "_fn")) return set([&](int64_t) { return g.normal(0.05f); });
+  if (ends_with(nm, "_base")) return set([&](int64_t) { return g.normal(0.1f); });
+  if (ends_with(nm, "_scale")) return set([&](int64_t) { return 1.f + g.normal(0.1f); });
+  if (ends_with(nm, "attn_sink")) return set([&](int64_t) { return g.normal(0.5f); });
+  if (ends_with(nm, ".ape")) return set([&](int64_t) { return g.normal(0.3f); });
+  if (ends_with(nm, "gate.bias") || ends_with(nm, "e_score_correction_bias")) return set([&](int64_t) { return g.normal(0.05f); });
+  if (nm == "embed.weight" || nm == "model.embed_tokens.weight") return set([&](int64_t) { return g.normal(1.f); });
+  // Any other 2-D tensor is a plain linear weight [out][in].
+  const float sd = s.shape.size() == 2 ? 1.f / std::sqrt(static_cast<float>(s.shape[1])) : 0.1f;
+  set([&](int64_t) { return g.normal(sd); });
+}
+
+}  // namespace
+
+namespace {
+
+// Fast filler for large synthetic checkpoints (load-time measurements): xorshift bytes, FP8
+// codes without NaN, scales near 2^-8, small bf16/fp32 values. Not a meaningful model.
+struct Fast {
+  uint64_t x;
+  uint64_t next() {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  }
+  float uniform() { return static_cast<float>(next() >> 40) / static_cast<float>(1 << 24) * 2.f - 1.f; }
+};
+
+void fast_fill(Fast& f, const WeightSpec& s, Tensor& t, int64_t n_experts, Gen& g) {
+  const int64_t n = t.numel();
+  switch (t.dtype()) {
+    case DType::E4M3:
+      for (int64_t i = 0; i < n; ++i) {
+        uint8_t b = static_cast<uint8_t>(f.next());
+        t.data<uint8_t>()[i] = (b & 0x7F) == 0x7F ? static_cast<uint8_t>(b & 0xF0) : b;
+      }
+      return;
+    case DType::E8M0:
+      for (int64_t i = 0; i < n; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(117 + f.next() % 4);
+      return;
+    case DType::I8:
+    case DType::U8:
+      for (int64_t i = 0; i < n; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(f.next());
+      return;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) t.data<uint16_t>()[i] = f32_to_bf16_bits(0.05f * f.uniform());
+      return;
+    case DType::F32:
+      for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = 0.05f * f.uniform();
+      return;
+    default:
+      fill_other(g, s, t, n_experts);  // routing tables
+  }
+}
+
+}  // namespace
+
+TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& dir) {
+  TinyCheckpoint out;
+  std::vector<WeightSpec> specs;
+  int64_t n_experts = 0;
+  if (opt.arch == "deepseek_v4") {
+    auto d = opt.preset == "tiny" ? tiny_deepseek_v4_dims() : preset_deepseek_v4_dims(opt.preset);
+    if (opt.layers > 0) d.layers = opt.layers;
+    d.compress_ratios.resize(static_cast<size_t>(d.layers));
+    for (int64_t m = 0; m < d.mtp_layers; ++m) d.compress_ratios.push_back(0);
+    if (opt.preset != "tiny") d.hash_layers = std::min(d.hash_layers, d.layers);
+    d.fp8 = opt.fp8;
+    d.fp4_experts = opt.fp4_experts;
+    specs = weights::deepseek_v4_weight_specs(d);
+    const bool tiny = opt.preset == "tiny";
+    out.config = deepseek_v4_config_json(d, tiny ? 4 : (opt.preset == "pro" ? 1024 : 512), 128,
+                                         opt.preset == "pro" ? 2.5 : 1.5);
+    n_experts = d.experts;
+  } else if (opt.arch == "glm_moe_dsa") {
+    auto d = opt.preset == "tiny" ? tiny_glm5_dims() : preset_glm5_dims(opt.preset);
+    if (opt.layers > 0) {
+      d.layers = opt.layers;
+      d.indexer_full.resize(static_cast<size_t>(d.layers), true);
+      d.first_dense = std::min(d.first_dense, d.layers);
+    }
+    d.fp8 = opt.fp8;
+    specs = weights::glm5_weight_specs(d);
+    out.config = glm5_config_json(d, opt.preset == "tiny" ? 4 : 2048);
+    n_experts = d.experts;
+  } else {
+    fail("make-tiny: unknown arch '{}' (expected deepseek_v4 or glm_moe_dsa)", opt.arch);
+  }
+
+  // Units: a quantized weight with its scale, or a single tensor; kept in spec order so the
+  // random stream (and so the bytes) depends only on the seed and the spec.
+  std::map<std::string, const WeightSpec*> by_name;
+  for (const auto& s : specs) by_name[s.name] = &s;
+  std::vector<std::vector<const WeightSpec*>> units;
+  std::set<std::string> in_unit;
+  for (const auto& s : specs) {
+    if (in_unit.count(s.name)) continue;
+    std::vector<const WeightSpec*> u{&s};
+    if (s.dtype == DType::E4M3 || s.dtype == DType::I8) {
+      const std::string base = s.name.substr(0, s.name.size() - std::string(".weight").size());
+      const WeightSpec* sc = by_name.count(base + ".scale") ? by_name[base + ".scale"] : by_name[base + ".weight_scale_inv"];
+      DSA_CHECK(sc, "make-tiny: no scale tensor for {}", s.name);
+      u.push_back(sc);
+      in_unit.insert(sc->name);
+    } else {
+      DSA_CHECK(s.dtype != DType::E8M0, "make-tiny: scale {} without its weight", s.name);
+    }
+    units.push_back(std::move(u));
+  }
+  std::vector<uint64_t> sizes;
+  for (const auto& u : units) {
+    uint64_t b = 0;
+    for (const auto* s : u) {
+      uint64_t n = dtype_size(s->dtype);
+      for (int64_t d : s->shape) n *= static_cast<uint64_t>(d);
+      b += n;
+    }
+    sizes.push_back(b);
+    out.bytes += b;
+  }
+  const std::vector<size_t> shard = plan_shards(sizes, opt.max_shard_bytes);
+  const size_t n_shards = shard.empty() ? 1 : shard.back() + 1;
+
+  std::filesystem::create_directories(dir);
+  Gen g{std::mt19937_64(opt.seed)};
+  Fast fast{opt.seed * 0x9E3779B97F4A7C15ull + 1};
+  std::vector<std::pair<std::string, std::string>> weight_map;
+  size_t u = 0;
+  for (size_t k = 0; k < n_shards; ++k) {
+    std::vector<std::pair<std::string, Tensor>> part;  // generated per shard: bounded memory
+    for (; u < units.size() && shard[u] == k; ++u) {
+      const WeightSpec& s = *units[u][0];
+      Tensor t = Tensor::empty(s.shape, s.dtype);
+      if (units[u].size() == 2) {
+        const WeightSpec& sc = *units[u][1];
+        Tensor scale = Tensor::empty(sc.shape, sc.dtype);
+        if (opt.fast_fill) {
+          fast_fill(fast, s, t, n_experts, g);
+          fast_fill(fast, sc, scale, n_experts, g);
+          if (sc.dtype == DType::F32)
+            for (int64_t i = 0; i < scale.numel(); ++i) scale.data<float>()[i] = 1.f / 256;
+        } else if (s.dtype == DType::E4M3) {
+          quantize_fp8(random_matrix(g, s.shape[0], s.shape[1]), s.shape[0], s.shape[1], t, scale);
+        } else {
+          quantize_mxfp4(random_matrix(g, s.shape[0], s.shape[1] * 2), s.shape[0], s.shape[1] * 2, t, scale);
+        }
+        part.emplace_back(s.name, t);
+        part.emplace_back(sc.name, scale);
+      } else {
+        if (opt.fast_fill)
+          fast_fill(fast, s, t, n_experts, g);
+        else
+          fill_other(g, s, t, n_experts);
+        part.emplace_back(s.name, t);
+      }
+    }
+    const std::string fname = shard_file_name(k, n_shards);
+    for (const auto& [name, _] : part) weight_map.emplace_back(name, fname);
+    write_safetensors((std::filesystem::path(dir) / fname).string(), part, {{"format", "pt"}});
+    if (opt.verbose) std::fprintf(stderr, "make-tiny: wrote %s (%zu/%zu)\n", fname.c_str(), k + 1, n_shards);
+  }
+  write_checkpoint_index(dir, weight_map, out.bytes);
+  std::ofstream cf(std::filesystem::path(dir) / "config.json");
+  DSA_CHECK(cf, "{}/config.json: cannot create", dir);
+  cf << out.config.dump(2) << "\n";
+  DSA_CHECK(cf.good(), "{}/config.json: write failed", dir);
+  out.tensors = specs.size();
+  out.shards = n_shards;
+  return out;
+}
+
+}  // namespace dsa

@@ -1,0 +1,59 @@
+// Tiny random checkpoints in the official formats, for tests, golden references and demos
+// (`dsa make-tiny`). Shapes are small but keep every layer type:
+//  - deepseek_v4: 4 layers with compress_ratios [0, 4, 128, 4] (sliding, CSA, HCA, CSA), hash
+//    routing on layers 0-1 and routed MoE on 2-3, one MTP layer; FP8 (E4M3 + UE8M0 128x128 block
+//    scales) projections, MXFP4 routed experts, BF16/F32 where the official checkpoint has them.
+//  - glm_moe_dsa: 4 layers (1 dense + 3 MoE), indexer_types [full, shared, full, shared], one
+//    MTP layer; FP8 (E4M3 + F32 weight_scale_inv) or BF16.
+// Dimensions that carry FP8 128x128 blocks are <= 128 or multiples of 128 where the official
+// model allows it, so transformers' FP8 dequantizer (which divides the weight evenly by the scale
+// grid) loads the DeepSeek-V4 checkpoint; GLM's 576-row kv_a_proj_with_mqa (512 + 64, fixed by the
+// KV layout) keeps its ceil-division grid as in the real checkpoint.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "dsa/model/weights/deepseek_v4.h"
+#include "dsa/model/weights/glm5.h"
+
+namespace dsa {
+
+struct TinyOptions {
+  std::string arch;          // "deepseek_v4" or "glm_moe_dsa"
+  // "tiny" (the shapes above), or real shapes for load-time measurements: "flash" / "pro"
+  // (deepseek_v4), "glm-5.1" (glm_moe_dsa); `layers` > 0 keeps only the first layers.
+  std::string preset = "tiny";
+  int64_t layers = 0;
+  bool fast_fill = false;    // cheap pseudo-random bytes instead of quantized normal weights
+  bool verbose = false;      // a line per shard on stderr
+  uint64_t seed = 0;
+  bool fp8 = true;           // false: BF16 everywhere (V4 experts stay MXFP4 unless fp4_experts=false)
+  bool fp4_experts = true;   // V4 only
+  uint64_t max_shard_bytes = 4u << 20;  // several shards even for a tiny model
+};
+
+struct TinyCheckpoint {
+  nlohmann::json config;     // what config.json holds
+  size_t tensors = 0;
+  uint64_t bytes = 0;
+  size_t shards = 0;
+};
+
+weights::DeepseekV4Dims tiny_deepseek_v4_dims();
+weights::Glm5Dims tiny_glm5_dims();
+weights::DeepseekV4Dims preset_deepseek_v4_dims(const std::string& preset);  // "flash", "pro"
+weights::Glm5Dims preset_glm5_dims(const std::string& preset);                // "glm-5.1"
+
+// config.json contents (official field names; transformers 5.17 loads them too).
+nlohmann::json deepseek_v4_config_json(const weights::DeepseekV4Dims& d, int64_t index_topk, int64_t sliding_window,
+                                       double routed_scaling_factor = 1.5);
+nlohmann::json glm5_config_json(const weights::Glm5Dims& d, int64_t index_topk);
+
+// Writes config.json, model-0000k-of-0000n.safetensors and model.safetensors.index.json into
+// `dir` (created if needed), one shard at a time (memory stays near one shard). Deterministic for
+// a given seed.
+TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& dir);
+
+}  // namespace dsa
