@@ -16,10 +16,10 @@ for s in "${stages[@]}"; do
   echo "=== stage $s ($(date +%T))"
   case $s in
     build)
-      nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv | tee "$OUT/gpu.txt"
+      nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv | tee "$OUT/info.txt"
       DSA_BUILD_DIR=$build DSA_CUDA_ARCHS=${DSA_CUDA_ARCHS:-90a;120a} DSA_JOBS=16 DSA_CUDA=ON \
         scripts/build.sh 2>&1 | tail -n 30 | tee "$OUT/build.log" || { echo "BUILD FAILED"; exit 1; }
-      "$dsa" info | tee "$OUT/info.txt"
+      "$dsa" info | tee -a "$OUT/info.txt"
       DSA_DEVICE_CAPABILITY=12.0 "$dsa" info | grep -E "override|effective" | tee -a "$OUT/info.txt"
       ;;
     test)
@@ -47,7 +47,8 @@ for s in "${stages[@]}"; do
       cache=$(mktemp -d)
       for pass in cold warm; do
         /usr/bin/time -f "$pass: %e s wall" env DSA_CACHE_DIR=$cache "$dsa" tune --model ${DSA_TUNE_MODEL:-glm-5.1} \
-          --max-batched-tokens ${DSA_TUNE_TOKENS:-256} --max-seqs ${DSA_TUNE_SEQS:-64} 2>&1 | tail -n 25 | tee "$OUT/tune_$pass.txt" || rc=1
+          --max-batched-tokens ${DSA_TUNE_TOKENS:-256} --max-seqs ${DSA_TUNE_SEQS:-64} >"$OUT/tune_$pass.txt" 2>&1 || rc=1
+        grep -vE "^dsa tune \[" "$OUT/tune_$pass.txt" | tail -n 40
       done
       cp "$cache"/*.json "$OUT/" 2>/dev/null || true ;;
     loadtime)
