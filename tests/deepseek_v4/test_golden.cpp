@@ -17,6 +17,7 @@
 // the row and mean bounds.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 
 #include "common/testing.h"
@@ -43,6 +44,7 @@ RunResult run(model::v4::DeepseekV4Model& m, const Golden& g, int64_t chunk = 0)
   out.prefill = Tensor::empty({T, V}, DType::F32);
   out.decode = Tensor::empty({N, V}, DType::F32);
   if (chunk <= 0) chunk = T;
+  const auto t0 = std::chrono::steady_clock::now();
   for (int64_t s = 0; s < T; s += chunk) {
     model::ForwardBatch b;
     for (int64_t t = s; t < std::min(T, s + chunk); ++t) {
@@ -53,11 +55,17 @@ RunResult run(model::v4::DeepseekV4Model& m, const Golden& g, int64_t chunk = 0)
     Tensor l = m.forward(b, true);
     out.prefill.slice(0, s, s + l.size(0)).copy_from(l);
   }
+  const auto t1 = std::chrono::steady_clock::now();
   out.decode.select(0, 0).copy_from(out.prefill.select(0, T - 1));
   for (int64_t i = 1; i < N; ++i) {
     model::ForwardBatch b{{g.decode_ids[i - 1]}, {req}, {T + i - 1}};
     out.decode.select(0, i).copy_from(m.forward(b).select(0, 0));
   }
+  const auto t2 = std::chrono::steady_clock::now();
+  const double pre_s = std::chrono::duration<double>(t1 - t0).count(), dec_s = std::chrono::duration<double>(t2 - t1).count();
+  std::printf("CPU timing: prefill %lld tokens in %.2f s (%.1f tok/s), %lld decode steps in %.2f s (%.1f tok/s)\n",
+              static_cast<long long>(T), pre_s, static_cast<double>(T) / pre_s, static_cast<long long>(N - 1), dec_s,
+              static_cast<double>(N - 1) / dec_s);
   m.free_request(req);
   return out;
 }
