@@ -106,3 +106,26 @@ TEST(DeepseekV4State, TwoRequestsInOneBatchEqualAlone) {
   m.free_request(ra);
   m.free_request(rb);
 }
+
+// Bad batches are refused with an error naming what is wrong, and leave the model usable.
+TEST(DeepseekV4State, BadBatchesThrowClearErrors) {
+  auto& m = cpu_model();
+  const int req = m.add_request();
+  auto message = [&](const model::ForwardBatch& b) {
+    try {
+      m.forward(b);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({{7, 100000}, {req, req}, {0, 1}}).find("outside the vocabulary"), std::string::npos);
+  EXPECT_NE(message({{7}, {req}, {5}}), "no error");         // does not continue the request's cache
+  EXPECT_NE(message({{7}, {req + 100}, {0}}), "no error");   // unknown request
+  EXPECT_NE(message({{7, 8}, {req}, {0, 1}}).find("one length"), std::string::npos);
+  // Still usable: a valid step runs.
+  const Tensor l = m.forward({{7, 8}, {req, req}, {0, 1}});
+  EXPECT_EQ(l.size(0), 1);
+  m.free_request(req);
+  EXPECT_THROW(m.free_request(req), Error);
+}
