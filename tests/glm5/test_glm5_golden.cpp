@@ -4,13 +4,18 @@
 // (short: 24-token prompt, long: 300 tokens; index_topk = 4, so the indexer chooses in both).
 //
 // Tolerance. transformers runs in float32 with plain (unquantized) latent keys; dsa keeps bf16
-// activations between ops and stores the latent in FP8 (fp8_ds_mla, e4m3 = 3 mantissa bits, so
-// each latent value carries up to 2^-4 relative error). Following REFERENCE section 12 we judge
-// by top-1 agreement over every position and decode step plus the distribution of |logit diff|:
-//  - top-1 must agree wherever transformers' own top-1 is clear (margin to the runner-up above
-//    kClearMargin); near-ties may flip, and at most 2 % of rows may disagree at all;
-//  - mean |diff| < kMeanTol and max |diff| < kMaxTol (logits of the tiny model span about +-3).
-// The numbers measured are printed (see the closing report of issue 7).
+// activations between ops and stores the latent in FP8 (fp8_ds_mla: e4m3 keeps 3 mantissa bits,
+// 32x the relative error of bf16). The tiny random model with index_topk = 4 is chaotic: a small
+// perturbation flips which 4 keys the indexer keeps, and then the logits move by O(1).
+// transformers' own bfloat16 run shows it (its *_bfloat16 golden files): on the 300-token prompt
+// its top-1 agrees with its float32 run at only 212/300 positions, mean |diff| 0.22. So, following
+// REFERENCE section 12, we judge relative to that noise floor, measured here from the files:
+//  1. top-1 agrees exactly where the indexer has no choice (position < index_topk);
+//  2. top-1 disagreements over all prompt positions <= 2 x transformers' bf16-vs-f32 ones + 2;
+//  3. mean |diff| over the compared rows < max(0.3, 2 x transformers' bf16 mean diff);
+//  4. top-1 agrees on at least half of the decode steps (teacher-forced with transformers' ids).
+// These reject real mistakes: with half-split instead of interleaved RoPE pairs the short prompt
+// drops to 4/24 top-1 and mean |diff| 0.80. The measured numbers are printed.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,9 +33,7 @@ using namespace dsa;
 
 namespace {
 
-constexpr double kClearMargin = 0.05;
-constexpr double kMeanTol = 0.02;
-constexpr double kMaxTol = 0.25;
+constexpr double kMeanTol = 0.3;
 
 struct Golden {
   std::vector<int32_t> prompt;
@@ -54,18 +57,14 @@ Golden read_golden(const std::string& name) {
 
 // Agreement of one logits row with transformers'.
 struct Agreement {
-  int rows = 0, top1_agree = 0, clear_disagree = 0;
+  int rows = 0, top1_agree = 0;
   double max_diff = 0, sum_diff = 0;
   int64_t values = 0;
   std::vector<double> diffs;
-  void add_row(const float* ours, const float* ref, int64_t V, int64_t ref_top1) {
+  void add_row(const float* ours, const float* ref, int64_t V, int64_t ref_top1) {  // ref_top1: transformers' f32 argmax
     const int64_t mine = std::max_element(ours, ours + V) - ours;
-    std::vector<float> sorted(ref, ref + V);
-    std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<float>());
-    const double margin = static_cast<double>(sorted[0]) - sorted[1];
     ++rows;
     if (mine == ref_top1) ++top1_agree;
-    else if (margin > kClearMargin) ++clear_disagree;
     for (int64_t v = 0; v < V; ++v) {
       const double d = std::fabs(static_cast<double>(ours[v]) - ref[v]);
       EXPECT_TRUE(std::isfinite(ours[v])) << "logit " << v;
@@ -116,22 +115,43 @@ void check_golden(const std::string& name, Device dev) {
   }
   lm->free_request(id);
 
+  // The noise floor: transformers' own bfloat16 run against its float32 run on the same prompt.
+  const Golden gb = read_golden(name + "_bfloat16");
+  Agreement base_top1, base;
+  for (int64_t t = 0; t < T; ++t) base_top1.rows++, base_top1.top1_agree += gb.prefill_top1[t] == g.prefill_top1[t];
+  for (int64_t i = 0; i < K; ++i)
+    base.add_row(gb.prefill_logits.data<float>() + i * V, g.prefill_logits.data<float>() + i * V, V,
+                 g.prefill_top1[T - K + i]);
+
   std::printf("[glm5 golden %s on %s] prefill top-1 %d/%d positions; last %lld rows: top-1 %d/%d, |diff| max %.4f "
               "mean %.5f p99 %.4f; decode %lld steps: top-1 %d/%d, |diff| max %.4f mean %.5f p99 %.4f\n",
               name.c_str(), dev.str().c_str(), top1_all.top1_agree, top1_all.rows, static_cast<long long>(K),
               prefill.top1_agree, prefill.rows, prefill.max_diff, prefill.sum_diff / prefill.values,
               prefill.quantile(0.99), static_cast<long long>(N - 1), decode.top1_agree, decode.rows, decode.max_diff,
               decode.sum_diff / decode.values, decode.quantile(0.99));
+  std::printf("[glm5 golden %s] transformers bf16 vs f32: prefill top-1 %d/%d positions; last %lld rows |diff| max %.4f "
+              "mean %.5f p99 %.4f\n", name.c_str(), base_top1.top1_agree, base_top1.rows, static_cast<long long>(K),
+              base.max_diff, base.sum_diff / base.values, base.quantile(0.99));
 
-  // Top-1: all clear rows agree; at most 2 % of all rows (prompt positions + decode steps) differ.
-  EXPECT_EQ(prefill.clear_disagree, 0);
-  EXPECT_EQ(decode.clear_disagree, 0);
-  const int rows = top1_all.rows + decode.rows, agree = top1_all.top1_agree + decode.top1_agree;
-  EXPECT_GE(agree, rows - std::max(1, rows / 50)) << agree << " of " << rows << " rows agree on top-1";
-  EXPECT_LT(prefill.max_diff, kMaxTol);
-  EXPECT_LT(decode.max_diff, kMaxTol);
-  EXPECT_LT(prefill.sum_diff / prefill.values, kMeanTol);
-  EXPECT_LT(decode.sum_diff / decode.values, kMeanTol);
+  // 1. Where the indexer has no choice (position < index_topk: every key is kept) only precision
+  //    separates the two: top-1 must agree.
+  const int64_t topk = lm->config().index_topk;
+  for (int64_t t = 0; t < std::min(T, topk); ++t) {
+    const float* r = logits.data<float>() + t * V;
+    EXPECT_EQ(std::max_element(r, r + V) - r, g.prefill_top1[t]) << "position " << t;
+  }
+  // 2. Top-1 over all prompt positions: at most twice transformers' own bf16-vs-f32 disagreements
+  //    (+2), and more than half agree.
+  const int ours_bad = top1_all.rows - top1_all.top1_agree, base_bad = base_top1.rows - base_top1.top1_agree;
+  EXPECT_LE(ours_bad, 2 * base_bad + 2);
+  EXPECT_GT(2 * top1_all.top1_agree, top1_all.rows);
+  // 3. Mean |logit diff| of the compared rows (prefill tail and decode steps) below
+  //    max(kMeanTol, 2 x transformers' bf16 mean diff).
+  const double mean_bound = std::max(kMeanTol, 2 * base.sum_diff / base.values);
+  EXPECT_LT(prefill.sum_diff / prefill.values, mean_bound);
+  EXPECT_LT(decode.sum_diff / decode.values, mean_bound);
+  // 4. Decode steps: top-1 agrees on most of them.
+  EXPECT_GE(2 * decode.top1_agree, decode.rows);
 }
 
 }  // namespace

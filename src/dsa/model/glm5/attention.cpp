@@ -58,7 +58,7 @@ Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const 
   const int64_t T = step.tokens, H = cfg.heads, Hp = cfg.heads_padded;
   const int64_t Dn = cfg.qk_nope, Dr = cfg.qk_rope, C = cfg.kv_lora;
   const Device dev = x.device();
-  const ops::NormParams rms{cfg.rms_eps};
+  const ops::NormParams rms{cfg.lora_norm_eps};
 
   // Queries.
   Tensor q_res = apply(w.q_a, x);
@@ -86,11 +86,14 @@ Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const 
   if (w.has_indexer) run_indexer(w.indexer, layer, x, q_res, cfg, step);
   DSA_CHECK(step.topk_slots.defined(), "glm5 layer {}: a shared indexer layer needs a full layer before it", layer);
 
-  // Absorbed query [W_UK q_nope | q_rope], padded heads zero.
-  Tensor q_full = Tensor::zeros({T, Hp, C + Dr}, DType::BF16, dev);
-  Tensor q_heads = q_full.slice(1, 0, H);
-  head_matmul(q.slice(2, 0, Dn), w.w_uk, q_heads.slice(2, 0, C));
-  copy_3d(q_heads.slice(2, C, C + Dr), q.slice(2, Dn, Dn + Dr));
+  // Absorbed query [W_UK q_nope | q_rope], padded heads zero. The per-head products run on the
+  // host (glue.h); on CUDA the tensors make a round trip until they get a kernel.
+  const Tensor qh = q.to(Device::cpu());
+  Tensor q_full_h = Tensor::zeros({T, Hp, C + Dr}, DType::BF16);
+  Tensor q_heads = q_full_h.slice(1, 0, H);
+  head_matmul(qh.slice(2, 0, Dn), w.w_uk, q_heads.slice(2, 0, C));
+  copy_3d(q_heads.slice(2, C, C + Dr), qh.slice(2, Dn, Dn + Dr));
+  const Tensor q_full = q_full_h.to(dev);
 
   ops::SparseMlaParams sp;
   sp.q = q_full;
@@ -102,9 +105,10 @@ Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const 
   impl.forward(sp);
 
   // Latent output -> v per head -> o_proj.
-  Tensor v = Tensor::empty({T, H, cfg.v_head}, DType::BF16, dev);
-  head_matmul(sp.o.slice(1, 0, H), w.w_uv, v);
-  return apply(w.o_proj, v.reshape({T, H * cfg.v_head}));
+  const Tensor oh = sp.o.to(Device::cpu());
+  Tensor v = Tensor::empty({T, H, cfg.v_head}, DType::BF16);
+  head_matmul(oh.slice(1, 0, H), w.w_uv, v);
+  return apply(w.o_proj, v.reshape({T, H * cfg.v_head}).to(dev));
 }
 
 }  // namespace dsa::model::glm5

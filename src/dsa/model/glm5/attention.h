@@ -27,10 +27,15 @@ struct AttentionConfig {
   int64_t heads = 0, heads_padded = 0;  // padded: the sparse kernel's head counts (16/32/64/128)
   int64_t qk_nope = 192, qk_rope = 64, v_head = 256, kv_lora = 512;
   int64_t index_heads = 0, index_dim = 128, index_topk = 2048;
-  float rms_eps = 1e-5f;
+  // q_a_layernorm / kv_a_layernorm: transformers 5.17 builds them as GlmMoeDsaRMSNorm(rank) with
+  // the class default eps 1e-6 (not rms_norm_eps), as DeepSeek-V3's reference does.
+  float lora_norm_eps = 1e-6f;
   float softmax_scale = 0.f;
   ops::RopeConfig rope;
-  ops::RopeParams rope_params;  // pair order (interleaved / half-split), shared by q, k, indexer
+  // Interleaved pairs for q, k and the indexer alike (REFERENCE section 3). Measured against the
+  // golden files: half-split pairs in the indexer only, or everywhere, lose top-1 agreement
+  // (7/24 and 4/24 prompt positions instead of 17/24 on the short prompt).
+  ops::RopeParams rope_params;
 };
 
 // x: bf16 [T][hidden] (input_layernorm output). Returns bf16 [T][hidden].

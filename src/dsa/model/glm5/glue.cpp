@@ -27,7 +27,12 @@ void embed_rows(const Tensor& embed, const std::vector<int32_t>& ids, const Tens
 }
 
 void add_into(const Tensor& acc, const Tensor& delta) {
-  require_cpu("add_into", acc);
+  if (acc.device().is_cuda()) {  // host round trip until this gets a kernel
+    Tensor a = acc.to(Device::cpu());
+    add_into(a, delta.to(Device::cpu()));
+    Tensor(acc).copy_from(a);  // a handle copy shares the storage
+    return;
+  }
   require_cpu("add_into", delta);
   DSA_CHECK(acc.dtype() == DType::F32 && acc.shape() == delta.shape() && acc.is_contiguous() && delta.is_contiguous(),
             "glm5 add_into: {} += {}", acc.str(), delta.str());

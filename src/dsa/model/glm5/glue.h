@@ -1,7 +1,8 @@
 // Small tensor steps of the GLM forward that have no op of their own yet: embedding rows,
 // residual adds, the per-head matrix products of the absorbed MLA (q_nope -> latent query,
 // latent output -> v) and strided copies between head layouts. CPU loops (float accumulation);
-// CUDA tensors are refused with a clear error until these get kernels.
+// CUDA tensors are refused with a clear error (the forward hands them host copies), except by
+// add_into, which makes the round trip itself: correct but slow until these get kernels.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -14,7 +15,7 @@ namespace dsa::model::glm5 {
 // Throws naming the token when an id is outside [0, vocab).
 void embed_rows(const Tensor& embed, const std::vector<int32_t>& ids, const Tensor& out);
 
-// acc[t][i] += delta[t][i]; acc f32, delta bf16 or f32, same shape [T][N], contiguous.
+// acc[t][i] += delta[t][i]; acc f32, delta bf16 or f32, same shape [T][N], contiguous, same device.
 void add_into(const Tensor& acc, const Tensor& delta);
 
 // out[t][h][n] = sum_k x[t][h][k] * w[h][n][k] for h < w.size(0).

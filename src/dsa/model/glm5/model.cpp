@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "dsa/attention/registry.h"
 #include "dsa/attention/selector.h"
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
@@ -38,6 +39,7 @@ std::unique_ptr<attn::AttentionImpl> make_attention_impl(Device dev, const Atten
   q.mla = true;
   q.sparse = true;
   q.sink = false;
+  attn::register_builtin_attention_backends();  // idempotent
   attn::SelectOptions so;
   so.log = false;
   const attn::Selection sel = attn::select_attention_backend(q, so);
@@ -76,11 +78,9 @@ Model::Model(const std::string& dir, Device device, const Options& opt) : device
   a.index_heads = dims_.index_heads;
   a.index_dim = dims_.index_head_dim;
   a.index_topk = cfg_.index_topk;
-  a.rms_eps = static_cast<float>(cfg_.rms_norm_eps);
   a.softmax_scale = cfg_.softmax_scale();
   a.rope = ops::RopeConfig::glm(cfg_.rope.theta);
   a.rope.rope_dim = a.qk_rope;
-  a.rope_params.half_split = opt.rope_half_split || std::getenv("DSA_GLM5_HALF_SPLIT_EXPERIMENT");
   mlp_cfg_.topk = cfg_.num_experts_per_tok;
   mlp_cfg_.routed_scaling = static_cast<float>(cfg_.routed_scaling_factor);
 

@@ -14,9 +14,6 @@ namespace dsa::model::glm5 {
 
 struct Options {
   int64_t kv_pages = 0;  // latent-cache pages of 64 tokens (all requests); 0: DSA_GLM5_KV_PAGES or 256
-  // RoPE pair order: false = interleaved pairs (x0,x1),(x2,x3)... (REFERENCE section 3);
-  // true = half-split pairs (x_i, x_{i+32}).
-  bool rope_half_split = false;
 };
 
 class Model final : public CausalLM {
