@@ -143,6 +143,7 @@ Tensor DeepseekV4Model::forward(const ForwardBatch& batch, bool all_logits) {
 }
 
 std::unique_ptr<DeepseekV4Model> load_deepseek_v4_model(const std::string& dir, Device device, const V4Options& opt) {
+  DSA_CHECK(!device.is_cuda(), "deepseek_v4: the CUDA forward is not implemented yet (use --device cpu)");
   ModelConfig config = load_model_config(dir);
   DSA_CHECK(config.arch == Arch::DeepseekV4, "deepseek_v4: {} holds a {} model", dir, arch_name(config.arch));
   LoadOptions lo;
