@@ -1,0 +1,156 @@
+#include "dsa/model/deepseek_v4/model.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "dsa/attention/plan.h"
+#include "dsa/attention/registry.h"
+#include "dsa/core/device.h"
+#include "dsa/core/dtype_conv.h"
+#include "dsa/model/deepseek_v4/attention.h"
+#include "dsa/model/deepseek_v4/moe_block.h"
+#include "dsa/model/deepseek_v4/request_state.h"
+#include "dsa/model/deepseek_v4/step.h"
+#include "dsa/model/deepseek_v4/tensor_util.h"
+#include "dsa/ops/mhc/mhc.h"
+#include "dsa/ops/norm/norm.h"
+
+namespace dsa::model::v4 {
+
+namespace {
+
+std::vector<attn::LayerPlan> plan_for(const ModelConfig& c, Device device, int block_size) {
+  attn::register_builtin_attention_backends();
+  attn::PlanOptions opt;
+  if (device.is_cuda()) opt.capability = effective_capability(device.index);
+  opt.block_size = block_size;
+  return attn::plan_attention(c.attention_layers(), opt);
+}
+
+// Sub-layer wrapper of mHC: y = norm(mhc_pre(X)); X <- mhc_post(F(y), X).
+struct MhcScratch {
+  Tensor mix, y, post, comb;
+  MhcScratch(int64_t T, int64_t hc, int64_t d)
+      : mix(Tensor::empty({T, (2 + hc) * hc}, DType::F32)),
+        y(Tensor::empty({T, d}, DType::F32)),
+        post(Tensor::empty({T, hc}, DType::F32)),
+        comb(Tensor::empty({T, hc, hc}, DType::F32)) {}
+};
+
+}  // namespace
+
+DeepseekV4Model::DeepseekV4Model(ModelConfig config, ModelWeights weights, Device device, const V4Options& opt)
+    : config_(std::move(config)), w_(std::move(weights)), device_(device) {
+  DSA_CHECK(!device.is_cuda(), "deepseek_v4: the CUDA forward is not implemented yet (use --device cpu)");
+  engine::KvManagerOptions ko;
+  ko.device = device;
+  ko.num_blocks = opt.num_blocks;
+  ko.max_requests = opt.max_requests;
+  ko.max_step_tokens = opt.max_step_tokens;
+  ko.max_position = config_.max_position_embeddings;
+  const ModelConfig* cfg = &config_;
+  ko.make_state = [cfg, device] { return make_request_state(*cfg, device); };
+  kv_ = std::make_unique<engine::KvManager>(
+      engine::KvManager::for_model(config_, plan_for(config_, device, opt.block_size), ko));
+}
+
+int DeepseekV4Model::add_request() {
+  const int id = next_id_++;
+  kv_->add_request(id);
+  return id;
+}
+
+void DeepseekV4Model::free_request(int id) { kv_->release(id); }
+
+Tensor DeepseekV4Model::forward(const ForwardBatch& batch, bool all_logits) {
+  const ModelConfig& c = config_;
+  const int64_t T = static_cast<int64_t>(batch.token_ids.size());
+  DSA_CHECK(T > 0 && batch.request.size() == static_cast<size_t>(T) && batch.positions.size() == static_cast<size_t>(T),
+            "deepseek_v4: batch needs token_ids, request and positions of one length (got {}, {}, {})", T,
+            batch.request.size(), batch.positions.size());
+  engine::Batch b;
+  for (int64_t t = 0; t < T; ++t) {
+    DSA_CHECK(batch.token_ids[t] >= 0 && batch.token_ids[t] < c.vocab_size,
+              "deepseek_v4: token {} has id {} outside the vocabulary [0, {})", t, batch.token_ids[t], c.vocab_size);
+    b.request.push_back(batch.request[t]);
+    b.position.push_back(batch.positions[t]);
+    b.token.push_back(batch.token_ids[t]);
+  }
+  const engine::BatchMetadata meta = kv_->prepare(b);
+
+  Step s;
+  s.config = &c;
+  s.kv = kv_.get();
+  s.meta = &meta;
+  for (int r = 0; r < meta.num_requests(); ++r) {
+    auto* st = dynamic_cast<V4RequestState*>(meta.states[r]);
+    DSA_CHECK(st != nullptr, "deepseek_v4: request {} has no model state", meta.request_ids[r]);
+    s.states.push_back(st);
+  }
+  s.query_start = to_host_i64(meta.query_start);
+  s.seq_lens = to_host_i64(meta.seq_lens);
+  DSA_CHECK(s.tokens() == T, "deepseek_v4: the KV manager's metadata covers {} tokens, the batch {}", s.tokens(), T);
+
+  // Embedding into all hc streams (f32 residual).
+  const int64_t hc = c.hc_mult, d = c.hidden_size;
+  Tensor X = Tensor::empty({T, hc, d}, DType::F32);
+  const Tensor emb = w_.embed.to(Device::cpu());  // bf16 [V][d]
+  for (int64_t t = 0; t < T; ++t) {
+    const uint16_t* e = emb.data<uint16_t>() + static_cast<int64_t>(batch.token_ids[t]) * d;
+    for (int64_t i = 0; i < hc; ++i) {
+      float* x = X.data<float>() + (t * hc + i) * d;
+      for (int64_t k = 0; k < d; ++k) x[k] = bf16_bits_to_f32(e[k]);
+    }
+  }
+
+  ops::MhcParams mp;
+  mp.hc_mult = static_cast<int>(hc);
+  mp.sinkhorn_iters = c.hc_sinkhorn_iters;
+  mp.hc_eps = static_cast<float>(c.hc_eps);
+  mp.norm_eps = static_cast<float>(c.rms_norm_eps);
+  const ops::NormParams np{static_cast<float>(c.rms_norm_eps)};
+  MhcScratch m(T, hc, d);
+  Tensor yn = Tensor::empty({T, d}, DType::F32);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& L = w_.layers[l];
+    ops::mhc_pre(X, L.hc_attn.fn, L.hc_attn.base, L.hc_attn.scale, mp, m.mix, m.y, m.post, m.comb);
+    ops::rms_norm(m.y, L.attn_norm, yn, np);
+    Tensor a = attention_forward(L, l, s, yn);
+    ops::mhc_post(a, X, m.post, m.comb, X);
+
+    ops::mhc_pre(X, L.hc_ffn.fn, L.hc_ffn.base, L.hc_ffn.scale, mp, m.mix, m.y, m.post, m.comb);
+    ops::rms_norm(m.y, L.ffn_norm, yn, np);
+    Tensor f = moe_forward(L, c, yn, meta.token_ids, moe_ws_);
+    ops::mhc_post(f, X, m.post, m.comb, X);
+  }
+
+  // Rows whose logits are returned: all, or the last token of each request (first-appearance order).
+  std::vector<int64_t> rows;
+  if (all_logits) {
+    for (int64_t t = 0; t < T; ++t) rows.push_back(t);
+  } else {
+    for (int r = 0; r < s.requests(); ++r) rows.push_back(s.query_start[r + 1] - 1);
+  }
+  const auto R = static_cast<int64_t>(rows.size());
+  Tensor Xr = Tensor::empty({R, hc, d}, DType::F32);
+  for (int64_t i = 0; i < R; ++i) Xr.select(0, i).copy_from(X.select(0, rows[i]));
+  Tensor hmix = Tensor::empty({R, hc}, DType::F32), y = Tensor::empty({R, d}, DType::F32);
+  ops::mhc_head(Xr, w_.hc_head_fn, w_.hc_head_base, w_.hc_head_scale, mp, hmix, y);
+  ops::rms_norm(y, w_.norm, y, np);
+  Tensor logits = Tensor::empty({R, c.vocab_size}, DType::F32);
+  ops::linear_bf16(cast(y, DType::BF16), w_.head, logits);
+  return logits.to(Device::cpu());
+}
+
+std::unique_ptr<DeepseekV4Model> load_deepseek_v4_model(const std::string& dir, Device device, const V4Options& opt) {
+  DSA_CHECK(!device.is_cuda(), "deepseek_v4: the CUDA forward is not implemented yet (use --device cpu)");
+  ModelConfig config = load_model_config(dir);
+  DSA_CHECK(config.arch == Arch::DeepseekV4, "deepseek_v4: {} holds a {} model", dir, arch_name(config.arch));
+  LoadOptions lo;
+  lo.device = device;
+  lo.progress = opt.progress;
+  ModelWeights w = build_model_weights(load_deepseek_v4(dir, lo), config);
+  return std::make_unique<DeepseekV4Model>(std::move(config), std::move(w), device, opt);
+}
+
+}  // namespace dsa::model::v4

@@ -1,0 +1,160 @@
+#include "dsa/model/deepseek_v4/weights.h"
+
+#include <fmt/format.h>
+
+#include "dsa/core/error.h"
+#include "dsa/model/deepseek_v4/tensor_util.h"
+
+namespace dsa::model::v4 {
+
+void Linear::apply(const Tensor& x, Tensor& out) const {
+  if (!fp8()) return ops::linear_bf16(x, weight, out);
+  // The FP8 GEMM writes bf16 (its output rounding); widen when the caller wants f32.
+  if (out.dtype() == DType::BF16) return ops::linear_fp8_block(x, ops::Fp8BlockWeight{weight, scale}, out);
+  Tensor tmp = Tensor::empty(out.shape(), DType::BF16, out.device());
+  ops::linear_fp8_block(x, ops::Fp8BlockWeight{weight, scale}, tmp);
+  out.copy_from(cast(tmp, DType::F32));
+}
+
+namespace {
+
+Linear linear(const LoadedWeights& w, const std::string& name) {
+  Linear l;
+  l.weight = w.get(name + ".weight");
+  if (w.has(name + ".scale")) l.scale = w.get(name + ".scale");
+  return l;
+}
+
+CompressorWeights compressor(const LoadedWeights& w, const std::string& p) {
+  return {w.get(p + "ape"), w.get(p + "wkv.weight"), w.get(p + "wgate.weight"), w.get(p + "norm.weight")};
+}
+
+MhcWeights mhc(const LoadedWeights& w, const std::string& p) {
+  return {w.get(p + "_fn"), w.get(p + "_base"), w.get(p + "_scale")};
+}
+
+// Concatenates a and b (same dtype, shapes [N_a][...] and [N_b][...]) along dim 0 into out
+// starting at row `row` of out's leading index `e` (out: [E][N_a+N_b][...]).
+void copy_rows(const Tensor& src, const Tensor& out, int64_t e, int64_t row) {
+  Tensor dst = out.select(0, e).slice(0, row, row + src.size(0));
+  dst.copy_from(src);
+}
+
+// Gate/up weights of experts [first, first+count) concatenated as [count][2I][...]: w1 rows then
+// w3 rows, for the weight and for the scale (MXFP4: per-row scales; FP8: 128-row blocks, so I must
+// be a multiple of 128).
+ops::ExpertWeights stack_w13(const LoadedWeights& w, const std::vector<std::string>& prefixes, ops::WeightFormat fmt,
+                             Device dev) {
+  ops::ExpertWeights out;
+  out.format = fmt;
+  const Tensor& w1 = w.get(prefixes[0] + "w1.weight");
+  const Tensor& s1 = w.get(prefixes[0] + "w1.scale");
+  if (fmt == ops::WeightFormat::FP8Block)
+    DSA_CHECK(w1.size(0) % 128 == 0, "deepseek_v4: {}w1 has {} rows; FP8 gate/up stacking needs a multiple of 128",
+              prefixes[0], w1.size(0));
+  const auto E = static_cast<int64_t>(prefixes.size());
+  out.weight = Tensor::empty({E, 2 * w1.size(0), w1.size(1)}, w1.dtype(), dev);
+  out.scale = Tensor::empty({E, 2 * s1.size(0), s1.size(1)}, s1.dtype(), dev);
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string& p = prefixes[e];
+    copy_rows(w.get(p + "w1.weight"), out.weight, e, 0);
+    copy_rows(w.get(p + "w3.weight"), out.weight, e, w1.size(0));
+    copy_rows(w.get(p + "w1.scale"), out.scale, e, 0);
+    copy_rows(w.get(p + "w3.scale"), out.scale, e, s1.size(0));
+  }
+  return out;
+}
+
+ops::ExpertWeights stack_w2(const LoadedWeights& w, const std::vector<std::string>& prefixes, ops::WeightFormat fmt,
+                            Device dev) {
+  ops::ExpertWeights out;
+  out.format = fmt;
+  const Tensor& w2 = w.get(prefixes[0] + "w2.weight");
+  const Tensor& s2 = w.get(prefixes[0] + "w2.scale");
+  const auto E = static_cast<int64_t>(prefixes.size());
+  out.weight = Tensor::empty({E, w2.size(0), w2.size(1)}, w2.dtype(), dev);
+  out.scale = Tensor::empty({E, s2.size(0), s2.size(1)}, s2.dtype(), dev);
+  for (int64_t e = 0; e < E; ++e) {
+    copy_rows(w.get(prefixes[e] + "w2.weight"), out.weight, e, 0);
+    copy_rows(w.get(prefixes[e] + "w2.scale"), out.scale, e, 0);
+  }
+  return out;
+}
+
+ops::WeightFormat expert_format(const LoadedWeights& w, const std::string& name) {
+  const DType t = w.get(name).dtype();
+  if (t == DType::E4M3) return ops::WeightFormat::FP8Block;
+  return ops::WeightFormat::MXFP4;
+}
+
+Tensor as_i32(const Tensor& t) {
+  if (t.dtype() == DType::I32) return t;
+  DSA_CHECK(t.dtype() == DType::I64 && t.device() == Device::cpu(), "deepseek_v4: tid2eid must be i32 or host i64, got {}",
+            t.str());
+  Tensor out = Tensor::empty(t.shape(), DType::I32);
+  for (int64_t i = 0; i < t.numel(); ++i) out.data<int32_t>()[i] = static_cast<int32_t>(t.data<int64_t>()[i]);
+  return out;
+}
+
+}  // namespace
+
+ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& c) {
+  ModelWeights m;
+  m.loaded = std::move(loaded);
+  const LoadedWeights& w = m.loaded;
+  const Device dev = w.get("embed.weight").device();
+  m.embed = w.get("embed.weight");
+  m.head = w.get("head.weight");
+  m.norm = w.get("norm.weight");
+  m.hc_head_fn = w.get("hc_head_fn");
+  m.hc_head_base = w.get("hc_head_base");
+  m.hc_head_scale = w.get("hc_head_scale");
+  DSA_CHECK(m.embed.dtype() == DType::BF16 && m.head.dtype() == DType::BF16,
+            "deepseek_v4: embed/head must be bf16 (got {} / {})", m.embed.str(), m.head.str());
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string p = fmt::format("layers.{}.", l);
+    LayerWeights L;
+    L.ratio = c.compress_ratios.at(l);
+    L.attn_norm = w.get(p + "attn_norm.weight");
+    L.ffn_norm = w.get(p + "ffn_norm.weight");
+    L.hc_attn = mhc(w, p + "hc_attn");
+    L.hc_ffn = mhc(w, p + "hc_ffn");
+    const std::string a = p + "attn.";
+    L.wq_a = linear(w, a + "wq_a");
+    L.wq_b = linear(w, a + "wq_b");
+    L.wkv = linear(w, a + "wkv");
+    L.wo_b = linear(w, a + "wo_b");
+    L.q_norm = w.get(a + "q_norm.weight");
+    L.kv_norm = w.get(a + "kv_norm.weight");
+    L.sink = w.get(a + "attn_sink");
+    L.wo_a = w.get(a + "wo_a.weight");
+    DSA_CHECK(L.wo_a.dtype() == DType::BF16, "deepseek_v4: {}wo_a.weight must be bf16, got {}", a, L.wo_a.str());
+    if (L.ratio != 0) L.compressor = compressor(w, a + "compressor.");
+    if (L.ratio == 4) {
+      L.idx_wq_b = linear(w, a + "indexer.wq_b");
+      L.idx_weights_proj = w.get(a + "indexer.weights_proj.weight");
+      L.idx_compressor = compressor(w, a + "indexer.compressor.");
+    }
+    const std::string f = p + "ffn.";
+    L.moe.gate = w.get(f + "gate.weight");
+    if (w.has(f + "gate.tid2eid"))
+      L.moe.tid2eid = as_i32(w.get(f + "gate.tid2eid"));
+    else
+      L.moe.gate_bias = w.get(f + "gate.bias");
+    std::vector<std::string> experts;
+    for (int e = 0; e < c.n_routed_experts; ++e) experts.push_back(fmt::format("{}experts.{}.", f, e));
+    const ops::WeightFormat ef = expert_format(w, experts[0] + "w1.weight");
+    L.moe.w13 = stack_w13(w, experts, ef, dev);
+    L.moe.w2 = stack_w2(w, experts, ef, dev);
+    if (c.n_shared_experts > 0) {
+      const std::vector<std::string> shared{f + "shared_experts."};
+      DSA_CHECK(w.has(shared[0] + "w1.scale"), "deepseek_v4: BF16 shared experts are not supported yet ({}w1)", shared[0]);
+      L.moe.shared_w13 = stack_w13(w, shared, ops::WeightFormat::FP8Block, dev);
+      L.moe.shared_w2 = stack_w2(w, shared, ops::WeightFormat::FP8Block, dev);
+    }
+    m.layers.push_back(std::move(L));
+  }
+  return m;
+}
+
+}  // namespace dsa::model::v4

@@ -1,0 +1,66 @@
+// DeepSeek-V4 weights as the forward uses them: the validated checkpoint tensors (official names,
+// checkpoint formats: FP8 + UE8M0 block scales, MXFP4 experts, BF16/F32) grouped per layer. The
+// only copies made at load are the routed and shared experts' w1|w3 concatenation into the
+// [E][2I][...] gate/up layout the MoE GEMM reads (ops/moe/expert_gemm.h).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "dsa/core/tensor.h"
+#include "dsa/model/checkpoint_load.h"
+#include "dsa/model/config.h"
+#include "dsa/ops/linear/linear.h"
+#include "dsa/ops/moe/moe_layer.h"
+
+namespace dsa::model::v4 {
+
+// A dense projection out = x W^T: FP8 128x128 block-scaled, or BF16.
+struct Linear {
+  Tensor weight;  // [N][K] e4m3 or bf16
+  Tensor scale;   // [ceil(N/128)][K/128] (FP8 only)
+  bool fp8() const { return scale.defined(); }
+  int64_t out_features() const { return weight.size(0); }
+  // x: bf16 [T][K]; out: f32 or bf16 [T][N].
+  void apply(const Tensor& x, Tensor& out) const;
+};
+
+struct CompressorWeights {
+  Tensor ape;          // f32 [m][coff*d]
+  Tensor wkv, wgate;   // bf16 [coff*d][hidden]
+  Tensor norm;         // [d]
+};
+
+struct MhcWeights {
+  Tensor fn, base, scale;  // f32 [(2+hc)*hc][hc*hidden], [(2+hc)*hc], [3]
+};
+
+struct LayerWeights {
+  int ratio = 0;  // 0 sliding, 4 CSA, 128 HCA
+  Tensor attn_norm, ffn_norm;
+  MhcWeights hc_attn, hc_ffn;
+  // attention
+  Linear wq_a, wq_b, wkv, wo_b;
+  Tensor q_norm, kv_norm, sink;  // sink f32 [H]
+  Tensor wo_a;                   // bf16 [groups*o_lora][H*head_dim/groups]
+  CompressorWeights compressor;  // ratio != 0
+  // indexer (ratio 4)
+  Linear idx_wq_b;
+  Tensor idx_weights_proj;  // bf16 [index_heads][hidden]
+  CompressorWeights idx_compressor;
+  // MoE
+  ops::MoeLayerWeights moe;
+};
+
+struct ModelWeights {
+  Tensor embed;  // bf16 [V][hidden]
+  Tensor head;   // bf16 [V][hidden]
+  Tensor norm;   // [hidden]
+  Tensor hc_head_fn, hc_head_base, hc_head_scale;
+  std::vector<LayerWeights> layers;  // main layers (MTP weights stay in `loaded`)
+  LoadedWeights loaded;              // owner of every tensor
+};
+
+// Groups the loaded tensors of a DeepSeek-V4 checkpoint; throws naming a missing tensor.
+ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& config);
+
+}  // namespace dsa::model::v4

@@ -1,0 +1,114 @@
+#include "dsa/model/glm5/attention.h"
+
+#include "dsa/core/error.h"
+#include "dsa/formats/kv_cache_ops.h"
+#include "dsa/model/glm5/glue.h"
+#include "dsa/ops/indexer/indexer.h"
+#include "dsa/ops/linear/linear.h"
+#include "dsa/ops/norm/norm.h"
+
+namespace dsa::model::glm5 {
+
+namespace {
+
+// Runs the indexer of a "full" layer and leaves the chosen global slots in step.topk_slots.
+void run_indexer(const IndexerWeights& w, int layer, const Tensor& x, const Tensor& q_res,
+                 const AttentionConfig& cfg, Step& step) {
+  const int64_t T = step.tokens, Hi = cfg.index_heads, D = cfg.index_dim;
+  const Device dev = x.device();
+  ops::RopeParams rp = cfg.rope_params;
+  rp.offset = 0;  // the indexer rotates the FIRST qk_rope dims of its 128
+
+  Tensor qi = apply(w.wq_b, q_res).reshape({T, Hi, D});
+  ops::apply_rope(qi, step.positions, cfg.rope, rp);
+
+  Tensor k_raw = apply(w.wk, x);  // bf16 [T][128]
+  Tensor k = Tensor::empty({T, D}, DType::F32, dev);
+  ops::layer_norm(k_raw, w.k_norm_w, w.k_norm_b, k, ops::NormParams{1e-6f});
+  ops::apply_rope(k, step.positions, cfg.rope, rp);
+
+  Tensor weights = Tensor::empty({T, Hi}, DType::F32, dev);
+  ops::linear_bf16(x, w.weights_proj, weights);
+
+  Tensor local = Tensor::empty({T, cfg.index_topk}, DType::I32, dev);
+  const ops::IndexerParams ip = ops::IndexerParams::glm(cfg.index_topk, Hi, D);
+  for (const Segment& s : step.segments) {
+    Tensor& keys = s.req->index_keys.at(static_cast<size_t>(layer));
+    DSA_CHECK(keys.defined() && keys.size(0) >= s.start + s.count, "glm5 indexer: key buffer of layer {} too small",
+              layer);
+    keys.slice(0, s.start, s.start + s.count).copy_from(k.slice(0, s.first, s.first + s.count));
+    const int64_t a = s.first, b = s.first + s.count;
+    ops::indexer_topk(qi.slice(0, a, b), keys.slice(0, 0, s.start + s.count), weights.slice(0, a, b),
+                      step.positions.slice(0, a, b), ip, local.slice(0, a, b));
+  }
+
+  ops::TopkToSlotsParams tp;
+  tp.local = local;
+  tp.token_req = step.token_seg;
+  tp.blocks = step.blocks;
+  tp.slots = Tensor::empty({T, cfg.index_topk}, DType::I32, dev);
+  ops::topk_to_global_slots(tp);
+  step.topk_slots = tp.slots;
+}
+
+}  // namespace
+
+Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const AttentionConfig& cfg,
+                       const attn::AttentionImpl& impl, const LatentPages& pages, Step& step) {
+  const int64_t T = step.tokens, H = cfg.heads, Hp = cfg.heads_padded;
+  const int64_t Dn = cfg.qk_nope, Dr = cfg.qk_rope, C = cfg.kv_lora;
+  const Device dev = x.device();
+  const ops::NormParams rms{cfg.lora_norm_eps};
+
+  // Queries.
+  Tensor q_res = apply(w.q_a, x);
+  ops::rms_norm(q_res, w.q_a_norm, q_res, rms);
+  Tensor q = apply(w.q_b, q_res).reshape({T, H, Dn + Dr});
+  ops::RopeParams rp = cfg.rope_params;
+  rp.offset = Dn;
+  ops::apply_rope(q, step.positions, cfg.rope, rp);
+
+  // Latent + rope key of the new tokens, into the cache.
+  Tensor kv = apply(w.kv_a, x);  // [T][512 + 64]
+  ops::rms_norm(kv.slice(1, 0, C), w.kv_a_norm, kv.slice(1, 0, C), rms);
+  rp.offset = 0;
+  ops::apply_rope(kv.slice(1, C, C + Dr), step.positions, cfg.rope, rp);
+  formats::KvInsertParams ins;
+  ins.format = formats::KvFormat::DsMla;
+  ins.page_size = LatentPages::kPageSize;
+  ins.cache = pages.cache(layer).data;
+  ins.kv = kv;
+  ins.slots = step.slots;
+  ins.rounding = formats::ScaleRounding::Pow2Ceil;
+  formats::kv_insert(ins);
+
+  // Which keys each query reads.
+  if (w.has_indexer) run_indexer(w.indexer, layer, x, q_res, cfg, step);
+  DSA_CHECK(step.topk_slots.defined(), "glm5 layer {}: a shared indexer layer needs a full layer before it", layer);
+
+  // Absorbed query [W_UK q_nope | q_rope], padded heads zero. The per-head products run on the
+  // host (glue.h); on CUDA the tensors make a round trip until they get a kernel.
+  const Tensor qh = q.to(Device::cpu());
+  Tensor q_full_h = Tensor::zeros({T, Hp, C + Dr}, DType::BF16);
+  Tensor q_heads = q_full_h.slice(1, 0, H);
+  head_matmul(qh.slice(2, 0, Dn), w.w_uk, q_heads.slice(2, 0, C));
+  copy_3d(q_heads.slice(2, C, C + Dr), qh.slice(2, Dn, Dn + Dr));
+  const Tensor q_full = q_full_h.to(dev);
+
+  ops::SparseMlaParams sp;
+  sp.q = q_full;
+  sp.main.cache = pages.cache(layer);
+  sp.main.indices = step.topk_slots;
+  sp.softmax_scale = cfg.softmax_scale;
+  sp.o = Tensor::empty({T, Hp, C}, DType::BF16, dev);
+  sp.lse = Tensor::empty({T, Hp}, DType::F32, dev);
+  impl.forward(sp);
+
+  // Latent output -> v per head -> o_proj.
+  const Tensor oh = sp.o.to(Device::cpu());
+  Tensor v = Tensor::empty({T, H, cfg.v_head}, DType::BF16);
+  head_matmul(oh.slice(1, 0, H), w.w_uv, v);
+  return apply(w.o_proj, v.reshape({T, H * cfg.v_head}).to(dev));
+}
+
+}  // namespace dsa::model::glm5

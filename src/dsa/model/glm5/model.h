@@ -1,0 +1,44 @@
+// GLM-5 / GLM-5.1 (`glm_moe_dsa`) causal LM: embedding, decoder layers (attention.h, mlp.h),
+// final RMSNorm and LM head, over a flat ragged batch (causal_lm.h). The MTP layer is loaded by
+// the checkpoint validator but not run (greedy decoding without speculation).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+
+#include "dsa/model/causal_lm.h"
+#include "dsa/model/glm5/attention.h"
+#include "dsa/model/glm5/mlp.h"
+
+namespace dsa::model::glm5 {
+
+struct Options {
+  int64_t kv_pages = 0;  // latent-cache pages of 64 tokens (all requests); 0: DSA_GLM5_KV_PAGES or 256
+};
+
+class Model final : public CausalLM {
+ public:
+  Model(const std::string& dir, Device device, const Options& opt = {});
+  const ModelConfig& config() const override { return cfg_; }
+  Device device() const override { return device_; }
+  int add_request() override;
+  void free_request(int id) override;
+  Tensor forward(const ForwardBatch& batch, bool all_logits = false) override;
+
+ private:
+  Step prepare(const ForwardBatch& batch);
+
+  ModelConfig cfg_;
+  Device device_;
+  weights::Glm5Dims dims_;
+  Weights w_;
+  AttentionConfig attn_cfg_;
+  MlpConfig mlp_cfg_;
+  std::unique_ptr<LatentPages> pages_;
+  std::unique_ptr<attn::AttentionImpl> attn_impl_;
+  ops::MoeWorkspace moe_ws_;
+  std::map<int, Request> requests_;
+  int next_id_ = 0;
+};
+
+}  // namespace dsa::model::glm5

@@ -1,0 +1,199 @@
+#include "dsa/model/glm5/weights.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "dsa/core/dtype_conv.h"
+#include "dsa/core/error.h"
+#include "dsa/formats/fp8_block.h"
+
+namespace dsa::model::glm5 {
+
+Tensor apply(const Linear& l, const Tensor& x) {
+  DSA_CHECK(x.dim() == 2 && x.size(1) == l.in, "glm5 linear: input {} does not match in = {}", x.str(), l.in);
+  Tensor out = Tensor::empty({x.size(0), l.out}, DType::BF16, x.device());
+  if (l.is_fp8())
+    ops::linear_fp8_block(x, l.fp8, out);
+  else
+    ops::linear_bf16(x, l.bf16, out);
+  return out;
+}
+
+namespace {
+
+// A CPU copy of `t` as bf16 (F32 rounded to nearest even; BF16 copied).
+Tensor to_bf16(const Tensor& t) {
+  Tensor c = t.to(Device::cpu()).contiguous();
+  if (c.dtype() == DType::BF16) return c;
+  DSA_CHECK(c.dtype() == DType::F32, "glm5: cannot convert {} to bf16", c.str());
+  Tensor out = Tensor::empty(c.shape(), DType::BF16);
+  const float* s = c.data<float>();
+  uint16_t* d = out.data<uint16_t>();
+  for (int64_t i = 0; i < c.numel(); ++i) d[i] = f32_to_bf16_bits(s[i]);
+  return out;
+}
+
+// Dequantized f32 copy of a linear weight [out][in] (CPU).
+Tensor dequant_f32(const Linear& l) {
+  Tensor out = Tensor::empty({l.out, l.in}, DType::F32);
+  if (l.is_fp8()) {
+    formats::Fp8BlockDequantParams p;
+    p.weight = l.fp8.weight;
+    p.scale = l.fp8.scale;
+    p.out = out;
+    formats::fp8_block_dequantize_cpu(p);
+  } else {
+    const uint16_t* s = l.bf16.data<uint16_t>();
+    for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = bf16_bits_to_f32(s[i]);
+  }
+  return out;
+}
+
+// Stacks per-expert FP8 linears into the grouped-GEMM layout; `pairs` > 1 concatenates several
+// linears of one expert along N (gate then up). Each part's rows must fill whole 128-row scale
+// blocks so that the concatenated scale grid lines up.
+ops::ExpertWeights stack_fp8(const std::vector<std::vector<const Linear*>>& experts, const std::string& what) {
+  const Linear& first = *experts.at(0).at(0);
+  DSA_CHECK(first.is_fp8(), "glm5: {} is not FP8; the grouped expert GEMM takes FP8 block-scaled (or MXFP4) "
+                            "weights, BF16 MLP/expert checkpoints are not supported yet", what);
+  int64_t N = 0;
+  for (const Linear* l : experts[0]) {
+    DSA_CHECK(l->is_fp8() && l->in == first.in, "glm5: {}: mixed formats or widths", what);
+    DSA_CHECK(experts[0].size() == 1 || l->out % 128 == 0,
+              "glm5: {}: width {} is not a multiple of 128, so gate/up cannot share one scale grid", what, l->out);
+    N += l->out;
+  }
+  const int64_t E = static_cast<int64_t>(experts.size()), K = first.in;
+  const Shape sgrid = formats::fp8_block_scale_shape(N, K);
+  ops::ExpertWeights w;
+  w.format = ops::WeightFormat::FP8Block;
+  w.weight = Tensor::empty({E, N, K}, DType::E4M3);
+  w.scale = Tensor::empty({E, sgrid[0], sgrid[1]}, first.fp8.scale.dtype());
+  for (int64_t e = 0; e < E; ++e) {
+    char* wd = static_cast<char*>(w.weight.select(0, e).raw());
+    char* sd = static_cast<char*>(w.scale.select(0, e).raw());
+    for (const Linear* l : experts[e]) {
+      Tensor lw = l->fp8.weight.contiguous(), ls = l->fp8.scale.contiguous();
+      std::memcpy(wd, lw.raw(), lw.nbytes());
+      std::memcpy(sd, ls.raw(), ls.nbytes());
+      wd += lw.nbytes();
+      sd += ls.nbytes();
+    }
+  }
+  return w;
+}
+
+ops::ExpertWeights expert_to(const ops::ExpertWeights& w, Device dev) {
+  ops::ExpertWeights o = w;
+  o.weight = w.weight.to(dev);
+  o.scale = w.scale.to(dev);
+  return o;
+}
+
+Linear linear_to(const Linear& l, Device dev) {
+  Linear o = l;
+  if (l.is_fp8()) {
+    o.fp8.weight = l.fp8.weight.to(dev);
+    o.fp8.scale = l.fp8.scale.to(dev);
+  } else {
+    o.bf16 = l.bf16.to(dev);
+  }
+  return o;
+}
+
+}  // namespace
+
+Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Device dev) {
+  auto get = [&](const std::string& n) { return lw.get(n); };
+  auto linear = [&](const std::string& base) {
+    Linear l;
+    const Tensor w = get(base + ".weight");
+    DSA_CHECK(w.dim() == 2, "glm5: {}.weight must be 2-D, got {}", base, w.str());
+    l.out = w.size(0);
+    l.in = w.size(1);
+    if (w.dtype() == DType::E4M3) {
+      l.fp8.weight = w;
+      l.fp8.scale = get(base + ".weight_scale_inv");
+    } else {
+      l.bf16 = to_bf16(w);
+    }
+    return l;
+  };
+  auto vec = [&](const std::string& n) { return get(n).to(dev); };
+
+  Weights W;
+  W.embed = get("model.embed_tokens.weight").to(Device::cpu());
+  W.final_norm = vec("model.norm.weight");
+  W.lm_head = to_bf16(get("lm_head.weight")).to(dev);
+  for (int64_t l = 0; l < d.layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}.", l), a = p + "self_attn.", m = p + "mlp.";
+    LayerWeights L;
+    L.input_norm = vec(p + "input_layernorm.weight");
+    L.post_attn_norm = vec(p + "post_attention_layernorm.weight");
+    L.q_a = linear_to(linear(a + "q_a_proj"), dev);
+    L.q_b = linear_to(linear(a + "q_b_proj"), dev);
+    L.kv_a = linear_to(linear(a + "kv_a_proj_with_mqa"), dev);
+    L.o_proj = linear_to(linear(a + "o_proj"), dev);
+    L.q_a_norm = vec(a + "q_a_layernorm.weight");
+    L.kv_a_norm = vec(a + "kv_a_layernorm.weight");
+
+    // Absorbed MLA matrices from kv_b_proj: rows h*(nope+v) + [0, nope) are W_UK_h, the next v
+    // rows W_UV_h; columns are the kv_lora latent.
+    const Tensor kvb = dequant_f32(linear(a + "kv_b_proj"));
+    const int64_t H = d.heads, C = d.kv_lora, Dn = d.qk_nope, Dv = d.v_head;
+    DSA_CHECK(kvb.size(0) == H * (Dn + Dv) && kvb.size(1) == C, "glm5: {}kv_b_proj has shape {}", a, kvb.str());
+    L.w_uk = Tensor::empty({H, C, Dn}, DType::F32);
+    L.w_uv = Tensor::empty({H, Dv, C}, DType::F32);
+    const float* src = kvb.data<float>();
+    float* uk = L.w_uk.data<float>();
+    float* uv = L.w_uv.data<float>();
+    for (int64_t h = 0; h < H; ++h) {
+      const float* rows = src + h * (Dn + Dv) * C;
+      for (int64_t i = 0; i < Dn; ++i)
+        for (int64_t c = 0; c < C; ++c) uk[(h * C + c) * Dn + i] = rows[i * C + c];
+      std::memcpy(uv + h * Dv * C, rows + Dn * C, sizeof(float) * Dv * C);
+    }
+
+    L.has_indexer = d.indexer_full.at(static_cast<size_t>(l));
+    if (L.has_indexer) {
+      L.indexer.wq_b = linear_to(linear(a + "indexer.wq_b"), dev);
+      L.indexer.wk = linear_to(linear(a + "indexer.wk"), dev);
+      L.indexer.k_norm_w = vec(a + "indexer.k_norm.weight");
+      L.indexer.k_norm_b = vec(a + "indexer.k_norm.bias");
+      L.indexer.weights_proj = to_bf16(get(a + "indexer.weights_proj.weight")).to(dev);
+    }
+
+    L.dense = l < d.first_dense;
+    if (L.dense) {
+      const Linear g = linear(m + "gate_proj"), u = linear(m + "up_proj"), dn = linear(m + "down_proj");
+      L.moe.shared_w13 = expert_to(stack_fp8({{&g, &u}}, m + "gate_proj/up_proj"), dev);
+      L.moe.shared_w2 = expert_to(stack_fp8({{&dn}}, m + "down_proj"), dev);
+    } else {
+      L.moe.gate = get(m + "gate.weight").to(dev);
+      L.moe.gate_bias = get(m + "gate.e_score_correction_bias").to(dev);
+      std::vector<Linear> lin;
+      lin.reserve(static_cast<size_t>(3 * d.experts));
+      for (int64_t e = 0; e < d.experts; ++e)
+        for (const char* n : {"gate_proj", "up_proj", "down_proj"})
+          lin.push_back(linear(fmt::format("{}experts.{}.{}", m, e, n)));
+      std::vector<std::vector<const Linear*>> w13, w2;
+      for (int64_t e = 0; e < d.experts; ++e) {
+        w13.push_back({&lin[3 * e], &lin[3 * e + 1]});
+        w2.push_back({&lin[3 * e + 2]});
+      }
+      L.moe.w13 = expert_to(stack_fp8(w13, m + "experts.*.gate_proj/up_proj"), dev);
+      L.moe.w2 = expert_to(stack_fp8(w2, m + "experts.*.down_proj"), dev);
+      if (d.shared_experts > 0) {
+        const Linear g = linear(m + "shared_experts.gate_proj"), u = linear(m + "shared_experts.up_proj"),
+                     dn = linear(m + "shared_experts.down_proj");
+        L.moe.shared_w13 = expert_to(stack_fp8({{&g, &u}}, m + "shared_experts.gate_proj/up_proj"), dev);
+        L.moe.shared_w2 = expert_to(stack_fp8({{&dn}}, m + "shared_experts.down_proj"), dev);
+      }
+    }
+    W.layers.push_back(std::move(L));
+  }
+  return W;
+}
+
+}  // namespace dsa::model::glm5

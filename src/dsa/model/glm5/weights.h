@@ -1,0 +1,64 @@
+// GLM-5 / GLM-5.1 weights as the forward uses them, built once from the validated checkpoint
+// tensors (checkpoint_load.h, names of weights/glm5.h) and placed on the model's device.
+//
+// What is reshaped at load (and why):
+//  - kv_b_proj [H*(192+256)][512] is split per head into the two absorbed matrices (REFERENCE
+//    section 3): w_uk [H][512][192] (transposed: q_nope -> 512-d latent query) and
+//    w_uv [H][256][512] (latent attention output -> v_head). Dequantized to f32 (CPU glue).
+//  - Routed experts experts.E.{gate,up,down}_proj are stacked into the grouped-GEMM layout of
+//    ops/moe (w13 [E][2I][H] gate rows then up rows, w2 [E][H][I], FP8 block scales alongside);
+//    the shared expert and the dense MLP use the same layout with one "expert".
+//  - F32 copies of weights that ops want in bf16 (weights_proj, lm_head) are rounded to bf16.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "dsa/core/tensor.h"
+#include "dsa/model/checkpoint_load.h"
+#include "dsa/ops/linear/linear.h"
+#include "dsa/ops/moe/moe_layer.h"
+
+namespace dsa::model::glm5 {
+
+// y = x W^T with W either bf16 or FP8 (e4m3 + f32 128x128 block scales).
+struct Linear {
+  Tensor bf16;               // [out][in] bf16, or undefined when fp8
+  ops::Fp8BlockWeight fp8;   // [out][in] e4m3 + [ceil(out/128)][ceil(in/128)] f32
+  int64_t out = 0, in = 0;
+  bool is_fp8() const { return fp8.weight.defined(); }
+};
+// x: bf16 [T][in] contiguous -> bf16 [T][out].
+Tensor apply(const Linear& l, const Tensor& x);
+
+struct IndexerWeights {
+  Linear wq_b;         // [heads*128][q_lora]
+  Linear wk;           // [128][hidden]
+  Tensor k_norm_w, k_norm_b;  // [128]
+  Tensor weights_proj;        // bf16 [heads][hidden]
+};
+
+struct LayerWeights {
+  Tensor input_norm, post_attn_norm;  // [hidden]
+  Linear q_a, q_b, kv_a, o_proj;
+  Tensor q_a_norm, kv_a_norm;
+  Tensor w_uk;  // f32 [H][kv_lora][qk_nope] (CPU)
+  Tensor w_uv;  // f32 [H][v_head][kv_lora] (CPU)
+  bool has_indexer = false;  // indexer_types[l] == "full"
+  IndexerWeights indexer;
+  bool dense = false;
+  ops::MoeLayerWeights moe;      // dense layers: shared_w13/shared_w2 hold the dense MLP
+};
+
+struct Weights {
+  Tensor embed;     // [vocab][hidden] bf16 or f32 (CPU: rows gathered on the host)
+  Tensor final_norm;
+  Tensor lm_head;   // bf16 [vocab][hidden]
+  std::vector<LayerWeights> layers;
+};
+
+// Builds the forward's weights from loaded checkpoint tensors (on the CPU) and moves them to
+// `device`. Throws dsa::Error naming the tensor when a format is not supported (BF16 routed
+// experts: the grouped GEMM takes FP8 or MXFP4 weights).
+Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Device device);
+
+}  // namespace dsa::model::glm5

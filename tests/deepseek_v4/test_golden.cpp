@@ -1,0 +1,130 @@
+// DeepSeek-V4 forward vs transformers 5.17 (tests/data/golden/deepseek_v4, made from the same
+// tiny checkpoint: scripts/golden/README.md). Checked: top-1 agreement at every prompt position
+// and every decode step, and the distribution of |logit difference| on the rows the file keeps.
+//
+// Tolerance. transformers runs without any KV quantization; dsa stores the sliding-window and
+// compressed KV in FP8 (MODEL1: e4m3 NoPE with UE8M0 scales per 64 values, bf16 rope), the
+// indexer keys in e4m3, and feeds bf16 activations to every linear layer (as the engine does on
+// the GPU). Yardstick: transformers' own bf16 run against its float32 run (the committed files)
+// differs by mean |diff| 0.010-0.017, max 0.41, and agrees on top-1 at only 278 of the 300 long-
+// prompt positions (the median gap between the two best logits of this random model is 0.16-0.25,
+// so noise flips near-ties). FP8 KV adds e4m3's relative error (up to 2^-4 per value) on top; we
+// measure mean |diff| 0.02-0.05 and top-1 93-96 %, with one outlier row (short prompt, position
+// 10: 1.2, where both transformers runs agree with each other; see the report in the branch).
+// Bounds: top-1 >= 90 % of all positions and decode steps; >= 90 % of the compared rows within
+// 0.25; mean |diff| <= 0.06; max <= 1.5. A structural bug (wrong RoPE pairs, missing sink, a
+// dropped or misplaced compressed entry, wrong mHC direction) moves most rows by 0.3-2 and fails
+// the row and mean bounds.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "common/testing.h"
+#include "v4_test_util.h"
+
+using namespace dsa;
+using namespace dsa::test::v4;
+
+namespace {
+
+constexpr double kTop1 = 0.90, kRowMax = 0.25, kRowsOk = 0.90, kMaxAbs = 1.5, kMeanAbs = 0.06;
+
+struct RunResult {
+  Tensor prefill;  // f32 [T][V]
+  Tensor decode;   // f32 [N][V]: row 0 = last prefill row, row i = after decode_ids[0..i)
+};
+
+// Prefill in chunks of `chunk` tokens (0 = all at once), then the golden decode tokens one by one.
+RunResult run(model::v4::DeepseekV4Model& m, const Golden& g, int64_t chunk = 0) {
+  const int64_t T = static_cast<int64_t>(g.prompt.size()), N = static_cast<int64_t>(g.decode_ids.size());
+  const int64_t V = m.config().vocab_size;
+  const int req = m.add_request();
+  RunResult out;
+  out.prefill = Tensor::empty({T, V}, DType::F32);
+  out.decode = Tensor::empty({N, V}, DType::F32);
+  if (chunk <= 0) chunk = T;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t s = 0; s < T; s += chunk) {
+    model::ForwardBatch b;
+    for (int64_t t = s; t < std::min(T, s + chunk); ++t) {
+      b.token_ids.push_back(g.prompt[t]);
+      b.request.push_back(req);
+      b.positions.push_back(t);
+    }
+    Tensor l = m.forward(b, true);
+    out.prefill.slice(0, s, s + l.size(0)).copy_from(l);
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  out.decode.select(0, 0).copy_from(out.prefill.select(0, T - 1));
+  for (int64_t i = 1; i < N; ++i) {
+    model::ForwardBatch b{{g.decode_ids[i - 1]}, {req}, {T + i - 1}};
+    out.decode.select(0, i).copy_from(m.forward(b).select(0, 0));
+  }
+  const auto t2 = std::chrono::steady_clock::now();
+  const double pre_s = std::chrono::duration<double>(t1 - t0).count(), dec_s = std::chrono::duration<double>(t2 - t1).count();
+  std::printf("CPU timing: prefill %lld tokens in %.2f s (%.1f tok/s), %lld decode steps in %.2f s (%.1f tok/s)\n",
+              static_cast<long long>(T), pre_s, static_cast<double>(T) / pre_s, static_cast<long long>(N - 1), dec_s,
+              static_cast<double>(N - 1) / dec_s);
+  m.free_request(req);
+  return out;
+}
+
+void check_against(const RunResult& r, const Golden& g, const std::string& what) {
+  const int64_t T = static_cast<int64_t>(g.prompt.size()), K = g.prefill_logits.size(0);
+  int64_t top1 = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const bool ok = argmax_row(r.prefill, t) == g.prefill_top1[t];
+    top1 += ok;
+    if (!ok && std::getenv("DSA_V4_ROWS")) std::printf("  top-1 differs at position %lld\n", static_cast<long long>(t));
+  }
+  const DiffStats pre = compare_logits(r.prefill.slice(0, T - K, T).contiguous(), g.prefill_logits);
+  const DiffStats dec = compare_logits(r.decode, g.decode_logits);
+  std::printf("[%s] prefill: top-1 %lld/%lld positions; last %lld rows: %s\n[%s] decode: %s\n", what.c_str(),
+              static_cast<long long>(top1), static_cast<long long>(T), static_cast<long long>(K), pre.str().c_str(),
+              what.c_str(), dec.str().c_str());
+  if (std::getenv("DSA_V4_ROWS"))
+    for (int64_t k = 0; k < K; ++k) {
+      const DiffStats row = compare_logits(r.prefill.slice(0, T - K + k, T - K + k + 1).contiguous(),
+                                           g.prefill_logits.slice(0, k, k + 1).contiguous());
+      std::printf("  pos %lld: %s\n", static_cast<long long>(T - K + k), row.str().c_str());
+    }
+  // Rows (kept prefill rows + decode rows) whose max |diff| stays within kRowMax.
+  int64_t rows = 0, rows_ok = 0;
+  for (const auto& [got, want] : {std::pair{r.prefill.slice(0, T - K, T).contiguous(), g.prefill_logits},
+                                  std::pair{r.decode, g.decode_logits}})
+    for (int64_t i = 0; i < got.size(0); ++i) {
+      ++rows;
+      rows_ok += compare_logits(got.slice(0, i, i + 1).contiguous(), want.slice(0, i, i + 1).contiguous()).max_abs <=
+                 kRowMax;
+    }
+  std::printf("[%s] rows within %.2f: %lld/%lld\n", what.c_str(), kRowMax, static_cast<long long>(rows_ok),
+              static_cast<long long>(rows));
+  const double top1_all = static_cast<double>(top1 + dec.top1_match), n_all = static_cast<double>(T + dec.rows);
+  EXPECT_GE(top1_all, kTop1 * n_all) << what;
+  EXPECT_GE(static_cast<double>(rows_ok), kRowsOk * static_cast<double>(rows)) << what;
+  EXPECT_LE(std::max(pre.max_abs, dec.max_abs), kMaxAbs) << what;
+  EXPECT_LE(std::max(pre.mean_abs, dec.mean_abs), kMeanAbs) << what;
+}
+
+model::v4::DeepseekV4Model& cpu_model() {
+  static auto m = load_tiny(Device::cpu());
+  return *m;
+}
+
+}  // namespace
+
+TEST(DeepseekV4Golden, ShortPromptFloat32) {
+  const Golden g = load_golden("short");
+  check_against(run(cpu_model(), g), g, "short/float32");
+}
+
+TEST(DeepseekV4Golden, ShortPromptBfloat16) {
+  const Golden g = load_golden("short_bfloat16");
+  check_against(run(cpu_model(), g), g, "short/bfloat16");
+}
+
+TEST(DeepseekV4Golden, LongPromptFloat32) {
+  const Golden g = load_golden("long");
+  check_against(run(cpu_model(), g), g, "long/float32");
+}

@@ -1,0 +1,133 @@
+// Per-request state of the DeepSeek-V4 forward: a prompt prefilled in chunks (with compressor
+// windows and the CSA overlap split across calls) and then decoded gives the logits of one full
+// prefill; two requests in one ragged batch give the logits each gets alone. Both compare dsa
+// with itself, so the bound is tight: chunking only changes which rows share a linear call.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/testing.h"
+#include "v4_test_util.h"
+
+using namespace dsa;
+using namespace dsa::test::v4;
+
+namespace {
+
+model::v4::DeepseekV4Model& cpu_model() {
+  static auto m = load_tiny(Device::cpu());
+  return *m;
+}
+
+// Logits of every prompt position, prefilling in chunks of the given sizes (cycled).
+Tensor prefill_logits(model::v4::DeepseekV4Model& m, const std::vector<int32_t>& ids, std::vector<int64_t> chunks) {
+  const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size;
+  Tensor out = Tensor::empty({T, V}, DType::F32);
+  const int req = m.add_request();
+  for (int64_t s = 0, k = 0; s < T; ++k) {
+    const int64_t n = std::min(T - s, chunks[k % chunks.size()]);
+    model::ForwardBatch b;
+    for (int64_t t = s; t < s + n; ++t) {
+      b.token_ids.push_back(ids[t]);
+      b.request.push_back(req);
+      b.positions.push_back(t);
+    }
+    out.slice(0, s, s + n).copy_from(m.forward(b, true));
+    s += n;
+  }
+  m.free_request(req);
+  return out;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double d = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double x = a.data<float>()[i], y = b.data<float>()[i];
+    d = std::max(d, std::isfinite(x) && std::isfinite(y) ? std::abs(x - y) : INFINITY);
+  }
+  return d;
+}
+
+}  // namespace
+
+// Chunk sizes that cut CSA windows (4) and the HCA window (128) at odd places, then single-token
+// decode steps (chunks of 1) for the tail.
+TEST(DeepseekV4State, ChunkedPrefillAndDecodeEqualFullPrefill) {
+  // 160 tokens of the long prompt: one HCA window (128) and a partial one, past the sliding
+  // window, 40 CSA entries (the indexer chooses 4).
+  const Golden g = load_golden("long");
+  std::vector<int32_t> ids(g.prompt.begin(), g.prompt.begin() + 160);
+  auto& m = cpu_model();
+  const Tensor full = prefill_logits(m, ids, {static_cast<int64_t>(ids.size())});
+  const Tensor chunked = prefill_logits(m, ids, {37, 5, 1, 130, 3, 1, 1, 1, 2});
+  const double d = max_abs_diff(full, chunked);
+  int64_t top1 = 0;
+  for (int64_t t = 0; t < full.size(0); ++t) top1 += argmax_row(full, t) == argmax_row(chunked, t);
+  std::printf("chunked vs full prefill (%zu tokens): max |diff| %.3g, top-1 %lld/%lld\n", ids.size(), d,
+              static_cast<long long>(top1), static_cast<long long>(full.size(0)));
+  // Only bf16 rounding of rows shared by different GEMM calls could differ; the CPU ops compute
+  // each row independently, so the results are expected to be identical.
+  EXPECT_LE(d, 1e-3);
+  EXPECT_EQ(top1, full.size(0));
+}
+
+TEST(DeepseekV4State, TwoRequestsInOneBatchEqualAlone) {
+  const Golden a = load_golden("short"), b = load_golden("long");
+  auto& m = cpu_model();
+  std::vector<int32_t> pa = a.prompt, pb(b.prompt.begin(), b.prompt.begin() + 40);
+  const Tensor la = prefill_logits(m, pa, {static_cast<int64_t>(pa.size())});
+  const Tensor lb = prefill_logits(m, pb, {static_cast<int64_t>(pb.size())});
+  const int ra = m.add_request(), rb = m.add_request();
+  // Step 1: 10 tokens of a and 17 of b; step 2: the rest of a and 1 of b; then the rest of b.
+  auto add = [](model::ForwardBatch& fb, int req, const std::vector<int32_t>& ids, int64_t s, int64_t e) {
+    for (int64_t t = s; t < e; ++t) {
+      fb.token_ids.push_back(ids[t]);
+      fb.request.push_back(req);
+      fb.positions.push_back(t);
+    }
+  };
+  model::ForwardBatch s1, s2, s3;
+  add(s1, ra, pa, 0, 10);
+  add(s1, rb, pb, 0, 17);
+  add(s2, rb, pb, 17, 18);
+  add(s2, ra, pa, 10, static_cast<int64_t>(pa.size()));
+  add(s3, rb, pb, 18, static_cast<int64_t>(pb.size()));
+  const Tensor o1 = m.forward(s1), o2 = m.forward(s2), o3 = m.forward(s3);
+  ASSERT_EQ(o1.size(0), 2);
+  ASSERT_EQ(o2.size(0), 2);  // rows in order of first appearance: b, then a
+  const int64_t V = m.config().vocab_size;
+  auto row_diff = [&](const Tensor& x, int64_t rx, const Tensor& y, int64_t ry) {
+    return max_abs_diff(x.slice(0, rx, rx + 1).contiguous(), y.slice(0, ry, ry + 1).contiguous());
+  };
+  (void)V;
+  EXPECT_LE(row_diff(o1, 0, la, 9), 1e-3);
+  EXPECT_LE(row_diff(o1, 1, lb, 16), 1e-3);
+  EXPECT_LE(row_diff(o2, 0, lb, 17), 1e-3);
+  EXPECT_LE(row_diff(o2, 1, la, static_cast<int64_t>(pa.size()) - 1), 1e-3);
+  EXPECT_LE(row_diff(o3, 0, lb, static_cast<int64_t>(pb.size()) - 1), 1e-3);
+  m.free_request(ra);
+  m.free_request(rb);
+}
+
+// Bad batches are refused with an error naming what is wrong, and leave the model usable.
+TEST(DeepseekV4State, BadBatchesThrowClearErrors) {
+  auto& m = cpu_model();
+  const int req = m.add_request();
+  auto message = [&](const model::ForwardBatch& b) {
+    try {
+      m.forward(b);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({{7, 100000}, {req, req}, {0, 1}}).find("outside the vocabulary"), std::string::npos);
+  EXPECT_NE(message({{7}, {req}, {5}}), "no error");         // does not continue the request's cache
+  EXPECT_NE(message({{7}, {req + 100}, {0}}), "no error");   // unknown request
+  EXPECT_NE(message({{7, 8}, {req}, {0, 1}}).find("one length"), std::string::npos);
+  // Still usable: a valid step runs.
+  const Tensor l = m.forward({{7, 8}, {req, req}, {0, 1}});
+  EXPECT_EQ(l.size(0), 1);
+  m.free_request(req);
+  EXPECT_THROW(m.free_request(req), Error);
+}
