@@ -8,6 +8,8 @@ jobs=${DSA_JOBS:-$(nproc)}
 if [ -z "${CUDACXX:-}" ] && ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export CUDACXX=/usr/local/cuda/bin/nvcc
 fi
+# ccache keys on relative paths below the checkout, so clones elsewhere (CI) reuse the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=${DSA_BUILD_TYPE:-Release} \

@@ -2,13 +2,13 @@
 # One pass on the GPU machine: build Release for sm_90a (and sm_120a, as CI does) with all cores, run the GPU tests on the
 # native route and on the SM120 route (DSA_DEVICE_CAPABILITY=12.0), run the benchmarks. Logs and
 # JSON go to ${OUT:-out}. Usage: scripts/gpu-check.sh [stage ...]; stages: build test test120
-# bench (default: all). Keep a run under 10 minutes.
+# select bench tune loadtime (default: build test test120 select bench). Keep a run under 10 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build test test120 bench)
+[ ${#stages[@]} -eq 0 ] && stages=(build test test120 select bench)
 build=${DSA_BUILD_DIR:-build-gpu}
 dsa=$build/apps/dsa/dsa
 rc=0
@@ -37,6 +37,25 @@ for s in "${stages[@]}"; do
         [ -f "$py" ] && PYTHONUNBUFFERED=1 python3 "$py" --out "$OUT" 2>&1 | tail -n 40 | tee "$OUT/$(basename "$py" .py).txt"
       done
       ;;
+    select)
+      for m in deepseek-v4-flash deepseek-v4-pro glm-5.1; do
+        "$dsa" select --model $m
+        DSA_DEVICE_CAPABILITY=12.0 "$dsa" select --model $m
+      done 2>&1 | tee "$OUT/select.txt" | grep -E "^(model|platform|[a-z_]+:|  backend)" ;;
+    tune)
+      # Cold (empty cache) then warm (same cache): the second run must find every bucket.
+      cache=$(mktemp -d)
+      for pass in cold warm; do
+        /usr/bin/time -f "$pass: %e s wall" env DSA_CACHE_DIR=$cache "$dsa" tune --model ${DSA_TUNE_MODEL:-glm-5.1} \
+          --max-batched-tokens ${DSA_TUNE_TOKENS:-256} --max-seqs ${DSA_TUNE_SEQS:-64} 2>&1 | tail -n 25 | tee "$OUT/tune_$pass.txt" || rc=1
+      done
+      cp "$cache"/*.json "$OUT/" 2>/dev/null || true ;;
+    loadtime)
+      # Load time of a synthetic checkpoint at real V4-Flash layer shapes (one layer).
+      d=$(mktemp -d)
+      "$dsa" make-tiny --arch deepseek_v4 --preset flash --layers 1 --fast-fill --out "$d/flash1" 2>&1 | tail -n 3
+      "$dsa" check-model --model "$d/flash1" --device cuda 2>&1 | tail -n 8 | tee "$OUT/loadtime.txt" || rc=1
+      rm -rf "$d" ;;
     *) echo "unknown stage $s"; rc=1 ;;
   esac
 done

@@ -44,6 +44,11 @@ TEST(CheckpointLoad, TinyModelsLoadAsViews) {
   EXPECT_EQ(w2.get("embed.weight").raw(), c.get("embed.weight").raw());
   EXPECT_TRUE(same_bytes(w.get("layers.3.ffn.experts.7.w2.scale"), c.get("layers.3.ffn.experts.7.w2.scale")));
   LoadedWeights g = load_glm5(dir.file("glm"), lo);
+  // Through the engine's ModelConfig too.
+  LoadedWeights w3 = load_model_weights(dir.file("v4"), model::load_model_config(dir.file("v4")), lo);
+  EXPECT_EQ(w3.tensors.size(), w.tensors.size());
+  LoadedWeights g3 = load_model_weights(dir.file("glm"), model::load_model_config(dir.file("glm")), lo);
+  EXPECT_EQ(g3.tensors.size(), g.tensors.size());
   EXPECT_EQ(g.get("model.layers.0.self_attn.kv_a_proj_with_mqa.weight_scale_inv").shape(), (Shape{5, 2}));
 }
 

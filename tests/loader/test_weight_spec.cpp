@@ -255,3 +255,62 @@ TEST(TinyCheckpoint, SpecOfAnotherConfigReportsTensors) {
   r = validate(c, deepseek_v4_weight_specs(d));
   EXPECT_NE(std::find(r.unknown.begin(), r.unknown.end(), "layers.3.ffn.experts.7.w2.scale"), r.unknown.end());
 }
+
+// The engine's config parser (model::parse_model_config_json) and the loader's own reader agree
+// on every number the weight specs use, for the tiny checkpoints and the built-in configurations.
+#include "dsa/model/weights/from_model_config.h"
+
+namespace {
+void expect_same(const DeepseekV4Dims& a, const DeepseekV4Dims& b) {
+  EXPECT_EQ(a.vocab, b.vocab); EXPECT_EQ(a.hidden, b.hidden); EXPECT_EQ(a.layers, b.layers);
+  EXPECT_EQ(a.heads, b.heads); EXPECT_EQ(a.head_dim, b.head_dim); EXPECT_EQ(a.rope_dim, b.rope_dim);
+  EXPECT_EQ(a.q_lora, b.q_lora); EXPECT_EQ(a.o_groups, b.o_groups); EXPECT_EQ(a.o_lora, b.o_lora);
+  EXPECT_EQ(a.index_heads, b.index_heads); EXPECT_EQ(a.index_head_dim, b.index_head_dim);
+  EXPECT_EQ(a.experts, b.experts); EXPECT_EQ(a.experts_per_tok, b.experts_per_tok);
+  EXPECT_EQ(a.shared_experts, b.shared_experts); EXPECT_EQ(a.moe_inter, b.moe_inter);
+  EXPECT_EQ(a.hc_mult, b.hc_mult); EXPECT_EQ(a.hash_layers, b.hash_layers); EXPECT_EQ(a.mtp_layers, b.mtp_layers);
+  EXPECT_EQ(a.compress_ratios, b.compress_ratios); EXPECT_EQ(a.fp8, b.fp8); EXPECT_EQ(a.fp4_experts, b.fp4_experts);
+}
+void expect_same(const Glm5Dims& a, const Glm5Dims& b) {
+  EXPECT_EQ(a.vocab, b.vocab); EXPECT_EQ(a.hidden, b.hidden); EXPECT_EQ(a.layers, b.layers);
+  EXPECT_EQ(a.heads, b.heads); EXPECT_EQ(a.q_lora, b.q_lora); EXPECT_EQ(a.kv_lora, b.kv_lora);
+  EXPECT_EQ(a.qk_nope, b.qk_nope); EXPECT_EQ(a.qk_rope, b.qk_rope); EXPECT_EQ(a.v_head, b.v_head);
+  EXPECT_EQ(a.index_heads, b.index_heads); EXPECT_EQ(a.index_head_dim, b.index_head_dim);
+  EXPECT_EQ(a.experts, b.experts); EXPECT_EQ(a.shared_experts, b.shared_experts);
+  EXPECT_EQ(a.moe_inter, b.moe_inter); EXPECT_EQ(a.dense_inter, b.dense_inter);
+  EXPECT_EQ(a.first_dense, b.first_dense); EXPECT_EQ(a.mtp_layers, b.mtp_layers);
+  EXPECT_EQ(a.indexer_full, b.indexer_full); EXPECT_EQ(a.fp8, b.fp8);
+}
+}  // namespace
+
+TEST(WeightSpec, EngineConfigParserAgreesOnTinyConfigs) {
+  for (bool fp8 : {true, false}) {
+    auto v4 = tiny_deepseek_v4_dims();
+    v4.fp8 = fp8;
+    const auto j4 = deepseek_v4_config_json(v4, 4, 128);
+    expect_same(deepseek_v4_dims(model::parse_model_config_json(j4.dump(), "tiny-v4")), deepseek_v4_dims_from_config(j4));
+    auto g = tiny_glm5_dims();
+    g.fp8 = fp8;
+    const auto jg = glm5_config_json(g, 4);
+    expect_same(glm5_dims(model::parse_model_config_json(jg.dump(), "tiny-glm")), glm5_dims_from_config(jg));
+  }
+}
+
+TEST(WeightSpec, BuiltinConfigsMatchPresets) {
+  expect_same(deepseek_v4_dims(model::builtin_model_config("deepseek-v4-flash")), [] {
+    auto d = preset_deepseek_v4_dims("flash");
+    d.compress_ratios.push_back(0);  // MTP
+    return d;
+  }());
+  expect_same(deepseek_v4_dims(model::builtin_model_config("deepseek-v4-pro")), [] {
+    auto d = preset_deepseek_v4_dims("pro");
+    d.compress_ratios.push_back(0);
+    return d;
+  }());
+  auto g = glm5_dims(model::builtin_model_config("glm-5.1"));
+  auto p = preset_glm5_dims("glm-5.1");
+  p.fp8 = g.fp8;
+  p.indexer_full = g.indexer_full;  // the built-in's indexer schedule is the engine's choice
+  expect_same(g, p);
+  EXPECT_GT(weight_specs(model::builtin_model_config("glm-5.1")).size(), 10000u);
+}

@@ -16,6 +16,7 @@
 #include "dsa/core/dtype_conv.h"
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
+#include "dsa/model/weights/from_model_config.h"
 
 namespace dsa {
 
@@ -185,8 +186,11 @@ LoadedWeights load_weights(const TensorSet& set, const std::vector<weights::Weig
 }
 
 LoadedWeights load_deepseek_v4(const std::string& dir, const LoadOptions& opt, weights::DeepseekV4Dims* dims_out) {
-  const auto cfg = read_config_json(dir);
-  auto dims = weights::deepseek_v4_dims_from_config(cfg);
+  return load_deepseek_v4(dir, weights::deepseek_v4_dims_from_config(read_config_json(dir)), opt, dims_out);
+}
+
+LoadedWeights load_deepseek_v4(const std::string& dir, weights::DeepseekV4Dims dims, const LoadOptions& opt,
+                               weights::DeepseekV4Dims* dims_out) {
   Checkpoint ckpt = Checkpoint::open(dir);
   TensorSet set;
   const bool official_layout = ckpt.has("embed.weight") || !ckpt.has("model.embed_tokens.weight");
@@ -233,6 +237,12 @@ LoadedWeights load_glm5(const std::string& dir, const LoadOptions& opt, weights:
   const auto dims = weights::glm5_dims_from_config(read_config_json(dir));
   if (dims_out) *dims_out = dims;
   return load_weights(tensor_set(Checkpoint::open(dir)), weights::glm5_weight_specs(dims), opt, dir);
+}
+
+LoadedWeights load_model_weights(const std::string& dir, const model::ModelConfig& config, const LoadOptions& opt) {
+  if (config.arch == model::Arch::DeepseekV4) return load_deepseek_v4(dir, weights::deepseek_v4_dims(config), opt);
+  return load_weights(tensor_set(Checkpoint::open(dir)), weights::glm5_weight_specs(weights::glm5_dims(config)), opt,
+                      dir);
 }
 
 }  // namespace dsa

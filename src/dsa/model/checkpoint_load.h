@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dsa/core/tensor.h"
+#include "dsa/model/config.h"
 #include "dsa/model/checkpoint.h"
 #include "dsa/model/weights/deepseek_v4.h"
 #include "dsa/model/weights/glm5.h"
@@ -57,6 +58,12 @@ LoadedWeights load_weights(const TensorSet& set, const std::vector<weights::Weig
 LoadedWeights load_deepseek_v4(const std::string& dir, const LoadOptions& opt = {},
                                weights::DeepseekV4Dims* dims_out = nullptr);
 LoadedWeights load_glm5(const std::string& dir, const LoadOptions& opt = {}, weights::Glm5Dims* dims_out = nullptr);
+// With the numbers given (dims_out: as adjusted for the layout found, e.g. MTP absent).
+LoadedWeights load_deepseek_v4(const std::string& dir, weights::DeepseekV4Dims dims, const LoadOptions& opt,
+                               weights::DeepseekV4Dims* dims_out = nullptr);
+// For the engine: the weights of `config` (model::ModelConfig, parsed from the same directory's
+// config.json or a built-in) from checkpoint directory `dir`.
+LoadedWeights load_model_weights(const std::string& dir, const model::ModelConfig& config, const LoadOptions& opt = {});
 
 nlohmann::json read_config_json(const std::string& dir);
 
