@@ -54,7 +54,7 @@ void run_indexer(const IndexerWeights& w, int layer, const Tensor& x, const Tens
 }  // namespace
 
 Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const AttentionConfig& cfg,
-                       const attn::AttentionImpl& impl, const LatentPages& pages, Step& step) {
+                       const attn::AttentionImpl& impl, const ops::PagedKvCache& cache, Step& step) {
   const int64_t T = step.tokens, H = cfg.heads, Hp = cfg.heads_padded;
   const int64_t Dn = cfg.qk_nope, Dr = cfg.qk_rope, C = cfg.kv_lora;
   const Device dev = x.device();
@@ -75,8 +75,8 @@ Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const 
   ops::apply_rope(kv.slice(1, C, C + Dr), step.positions, cfg.rope, rp);
   formats::KvInsertParams ins;
   ins.format = formats::KvFormat::DsMla;
-  ins.page_size = LatentPages::kPageSize;
-  ins.cache = pages.cache(layer).data;
+  ins.page_size = cache.page_size;
+  ins.cache = cache.data;
   ins.kv = kv;
   ins.slots = step.slots;
   ins.rounding = formats::ScaleRounding::Pow2Ceil;
@@ -97,7 +97,7 @@ Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const 
 
   ops::SparseMlaParams sp;
   sp.q = q_full;
-  sp.main.cache = pages.cache(layer);
+  sp.main.cache = cache;
   sp.main.indices = step.topk_slots;
   sp.softmax_scale = cfg.softmax_scale;
   sp.o = Tensor::empty({T, Hp, C}, DType::BF16, dev);

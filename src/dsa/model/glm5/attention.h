@@ -16,7 +16,6 @@
 #include <memory>
 
 #include "dsa/attention/backend.h"
-#include "dsa/model/glm5/kv_pages.h"
 #include "dsa/model/glm5/step.h"
 #include "dsa/model/glm5/weights.h"
 #include "dsa/ops/rope/rope.h"
@@ -39,7 +38,8 @@ struct AttentionConfig {
 };
 
 // x: bf16 [T][hidden] (input_layernorm output). Returns bf16 [T][hidden].
+// cache: the layer's fp8_ds_mla latent pool (KV manager), addressed by step.slots / step.blocks.
 Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const AttentionConfig& cfg,
-                       const attn::AttentionImpl& impl, const LatentPages& pages, Step& step);
+                       const attn::AttentionImpl& impl, const ops::PagedKvCache& cache, Step& step);
 
 }  // namespace dsa::model::glm5

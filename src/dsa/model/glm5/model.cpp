@@ -2,7 +2,9 @@
 
 #include <cstdlib>
 
+#include "dsa/attention/plan.h"
 #include "dsa/attention/registry.h"
+#include "dsa/engine/batch.h"
 #include "dsa/attention/selector.h"
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
@@ -14,6 +16,8 @@
 namespace dsa::model::glm5 {
 
 namespace {
+
+constexpr int kPageSize = 64;  // tokens per latent-cache page (fp8_ds_mla, REFERENCE section 4)
 
 int64_t padded_heads(int64_t h) {
   for (int64_t p : {16, 32, 64, 128})
@@ -35,7 +39,7 @@ std::unique_ptr<attn::AttentionImpl> make_attention_impl(Device dev, const Atten
   q.head_size = static_cast<int>(a.kv_lora + a.qk_rope);
   q.v_head_size = static_cast<int>(a.kv_lora);
   q.num_heads = static_cast<int>(a.heads_padded);
-  q.page_sizes = {LatentPages::kPageSize};
+  q.page_sizes = {kPageSize};
   q.mla = true;
   q.sparse = true;
   q.sink = false;
@@ -49,6 +53,27 @@ std::unique_ptr<attn::AttentionImpl> make_attention_impl(Device dev, const Atten
   ic.topk = static_cast<int>(a.index_topk);
   ic.softmax_scale = a.softmax_scale;
   return sel.backend->create_impl(ic);
+}
+
+// The engine's KV manager over this model's attention plan (pages of 64 tokens). The plan is
+// made for the padded head count the kernels run with.
+engine::KvManager make_kv_manager(const ModelConfig& cfg, Device dev, const AttentionConfig& a, int64_t pages) {
+  attn::register_builtin_attention_backends();
+  std::vector<attn::AttentionLayerSpec> layers = cfg.attention_layers();
+  for (auto& l : layers) l.num_heads = static_cast<int>(a.heads_padded);
+  attn::PlanOptions po;
+  if (dev.is_cuda()) {
+    po.capability = cuda_devices().at(static_cast<size_t>(dev.index)).capability;
+    po.build_cuda_archs = build_cuda_arch_list();
+  }
+  po.kv_cache_dtype = attn::KvCacheDtype::Fp8DsMla;
+  po.block_size = kPageSize;
+  po.select.log = false;
+  engine::KvManagerOptions ko;
+  ko.device = dev;
+  ko.num_blocks = pages;
+  ko.max_position = cfg.max_position_embeddings;
+  return engine::KvManager::for_model(cfg, attn::plan_attention(layers, po), ko);
 }
 
 }  // namespace
@@ -89,21 +114,22 @@ Model::Model(const std::string& dir, Device device, const Options& opt) : device
     const char* env = std::getenv("DSA_GLM5_KV_PAGES");
     pages = env && *env ? std::atoll(env) : 256;
   }
-  pages_ = std::make_unique<LatentPages>(static_cast<int>(dims_.layers), pages, device);
+  kv_ = std::make_unique<engine::KvManager>(make_kv_manager(cfg_, device, a, pages));
+  latent_group_ = kv_->pool(0, attn::CacheRole::Latent).group;
   attn_impl_ = make_attention_impl(device, a);
 }
 
 int Model::add_request() {
   const int id = next_id_++;
-  Request& r = requests_[id];
-  r.index_keys.resize(w_.layers.size());
+  kv_->add_request(id);
+  requests_[id].index_keys.resize(w_.layers.size());
   return id;
 }
 
 void Model::free_request(int id) {
   auto it = requests_.find(id);
   DSA_CHECK(it != requests_.end(), "glm5: unknown request {}", id);
-  pages_->release(it->second.blocks);
+  kv_->release(id);
   requests_.erase(it);
 }
 
@@ -113,69 +139,42 @@ Step Model::prepare(const ForwardBatch& b) {
   DSA_CHECK(b.request.size() == b.token_ids.size() && b.positions.size() == b.token_ids.size(),
             "glm5 forward: token_ids ({}), request ({}) and positions ({}) differ in length", T, b.request.size(),
             b.positions.size());
+  for (int64_t t = 0; t < T; ++t) {
+    DSA_CHECK(requests_.count(b.request[t]), "glm5 forward: token {} names unknown request {}", t, b.request[t]);
+    DSA_CHECK(b.token_ids[t] >= 0 && b.token_ids[t] < cfg_.vocab_size,
+              "glm5 forward: token {} has id {} outside the vocabulary [0, {})", t, b.token_ids[t], cfg_.vocab_size);
+  }
+  // Checks the batch (segments, positions continuing each request's cache), allocates pages and
+  // returns the slots and block tables; changes nothing when it throws.
+  engine::Batch eb = engine::batch_of(b);
+  const engine::BatchMetadata md = kv_->prepare(eb);
+  const engine::GroupMetadata& g = md.groups.at(static_cast<size_t>(latent_group_));
+
   Step s;
   s.tokens = T;
-  std::map<int, bool> seen;
-  for (int64_t t = 0; t < T; ++t) {
-    const int id = b.request[t];
-    if (t == 0 || id != b.request[t - 1]) {
-      auto it = requests_.find(id);
-      DSA_CHECK(it != requests_.end(), "glm5 forward: token {} names unknown request {}", t, id);
-      DSA_CHECK(!seen[id], "glm5 forward: the tokens of request {} must be one contiguous run of the batch", id);
-      seen[id] = true;
-      s.segments.push_back({&it->second, t, 0, it->second.length});
-    }
-    Segment& g = s.segments.back();
-    DSA_CHECK(b.positions[t] == g.start + g.count,
-              "glm5 forward: token {} of request {} has position {}, expected {} (positions continue the request)", t,
-              id, b.positions[t], g.start + g.count);
-    ++g.count;
-  }
-  DSA_CHECK(cfg_.max_position_embeddings <= 0 ||
-                b.positions.back() < cfg_.max_position_embeddings,
-            "glm5 forward: position {} beyond max_position_embeddings {}", b.positions.back(),
-            cfg_.max_position_embeddings);
+  for (const engine::Batch::Segment& seg : eb.segments())
+    s.segments.push_back({&requests_.at(static_cast<int>(seg.id)), seg.first, seg.count, seg.start});
+  s.positions = md.positions;
+  s.token_seg = md.token_req;
+  s.slots = g.slots;
+  s.blocks.table = g.block_table;
+  s.blocks.page_size = g.page_size;
+  s.blocks.num_pages = g.num_pages;
 
-  // Pages and indexer key buffers for the new positions.
-  int64_t max_blocks = 1;
-  for (Segment& g : s.segments) {
-    pages_->reserve(g.req->blocks, g.start + g.count);
-    max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(g.req->blocks.size()));
+  // Indexer key buffers for the new positions.
+  for (Segment& sg : s.segments) {
     for (size_t l = 0; l < w_.layers.size(); ++l) {
       if (!w_.layers[l].has_indexer) continue;
-      Tensor& keys = g.req->index_keys[l];
-      const int64_t need = g.start + g.count;
+      Tensor& keys = sg.req->index_keys[l];
+      const int64_t need = sg.start + sg.count;
       if (keys.defined() && keys.size(0) >= need) continue;
       int64_t cap = keys.defined() ? keys.size(0) : 64;
       while (cap < need) cap *= 2;
       Tensor grown = Tensor::empty({cap, attn_cfg_.index_dim}, DType::F32, device_);
-      if (keys.defined() && g.start > 0) grown.slice(0, 0, g.start).copy_from(keys.slice(0, 0, g.start));
+      if (keys.defined() && sg.start > 0) grown.slice(0, 0, sg.start).copy_from(keys.slice(0, 0, sg.start));
       keys = grown;
     }
   }
-
-  const int64_t S = static_cast<int64_t>(s.segments.size());
-  Tensor pos = Tensor::empty({T}, DType::I64), seg = Tensor::empty({T}, DType::I32), slots = Tensor::empty({T}, DType::I64);
-  Tensor table = Tensor::empty({S, max_blocks}, DType::I32);
-  for (int64_t i = 0; i < S; ++i) {
-    const Segment& g = s.segments[i];
-    int32_t* row = table.data<int32_t>() + i * max_blocks;
-    for (int64_t j = 0; j < max_blocks; ++j)
-      row[j] = j < static_cast<int64_t>(g.req->blocks.size()) ? g.req->blocks[j] : -1;
-    for (int64_t k = 0; k < g.count; ++k) {
-      const int64_t t = g.first + k, p = g.start + k;
-      pos.data<int64_t>()[t] = p;
-      seg.data<int32_t>()[t] = static_cast<int32_t>(i);
-      slots.data<int64_t>()[t] = static_cast<int64_t>(row[p / LatentPages::kPageSize]) * LatentPages::kPageSize +
-                                 p % LatentPages::kPageSize;
-    }
-  }
-  s.positions = pos.to(device_);
-  s.token_seg = seg.to(device_);
-  s.slots = slots.to(device_);
-  s.blocks.table = table.to(device_);
-  s.blocks.page_size = LatentPages::kPageSize;
-  s.blocks.num_pages = pages_->num_pages();
   return s;
 }
 
@@ -192,11 +191,15 @@ Tensor Model::forward(const ForwardBatch& batch, bool all_logits) {
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     const LayerWeights& L = w_.layers[l];
     ops::rms_norm(x, L.input_norm, h, rms);
-    add_into(x, attention_block(L, static_cast<int>(l), h, attn_cfg_, *attn_impl_, *pages_, step));
+    ops::PagedKvCache cache;
+    cache.kind = ops::KvCacheKind::Fp8DsMla;
+    const engine::KvPool& pool = kv_->pool(static_cast<int>(l), attn::CacheRole::Latent);
+    cache.page_size = pool.page_size;
+    cache.data = pool.data;
+    add_into(x, attention_block(L, static_cast<int>(l), h, attn_cfg_, *attn_impl_, cache, step));
     ops::rms_norm(x, L.post_attn_norm, h, rms);
     add_into(x, mlp_block(L, h, mlp_cfg_, moe_ws_));
   }
-  for (Segment& g : step.segments) g.req->length += g.count;
 
   // Rows that get logits: every token, or the last token of each request.
   Tensor rows = x;

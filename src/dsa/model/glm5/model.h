@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "dsa/engine/kv_manager.h"
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/glm5/attention.h"
 #include "dsa/model/glm5/mlp.h"
@@ -13,7 +14,7 @@
 namespace dsa::model::glm5 {
 
 struct Options {
-  int64_t kv_pages = 0;  // latent-cache pages of 64 tokens (all requests); 0: DSA_GLM5_KV_PAGES or 256
+  int64_t kv_pages = 0;  // KV manager blocks of 64 tokens (all requests); 0: DSA_GLM5_KV_PAGES or 256
 };
 
 class Model final : public CausalLM {
@@ -34,10 +35,11 @@ class Model final : public CausalLM {
   Weights w_;
   AttentionConfig attn_cfg_;
   MlpConfig mlp_cfg_;
-  std::unique_ptr<LatentPages> pages_;
+  std::unique_ptr<engine::KvManager> kv_;  // latent (and indexer-key) pools, block tables, lengths
+  int latent_group_ = 0;
   std::unique_ptr<attn::AttentionImpl> attn_impl_;
   ops::MoeWorkspace moe_ws_;
-  std::map<int, Request> requests_;
+  std::map<int, Request> requests_;  // model state beside the KV manager's (same ids)
   int next_id_ = 0;
 };
 

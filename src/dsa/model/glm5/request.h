@@ -8,10 +8,9 @@
 namespace dsa::model::glm5 {
 
 struct Request {
-  int64_t length = 0;               // tokens whose latent (and indexer key) is cached
-  std::vector<int32_t> blocks;      // block table: logical block i -> page (all layers' pools)
+  // Pages and cached length live in the engine's KvManager (same request id).
   // Indexer keys of every cached position, per layer with its own indexer ("full"; empty tensor
-  // for "shared" layers): f32 [capacity][index_head_dim] on the model's device, rows [0, length).
+  // for "shared" layers): f32 [capacity][index_head_dim] on the model's device, rows [0, cached length).
   // Kept in plain values as transformers does (no FP8 key simulation).
   std::vector<Tensor> index_keys;
 };

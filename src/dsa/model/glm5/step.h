@@ -21,10 +21,10 @@ struct Segment {
 struct Step {
   int64_t tokens = 0;
   std::vector<Segment> segments;  // batch order
-  Tensor positions;               // i64 [T] (model device)
+  Tensor positions;               // i32 [T] (model device)
   Tensor token_seg;               // i32 [T] segment of each token (row of blocks.table)
-  Tensor slots;                   // i64 [T] global cache slot of each token's position
-  ops::BlockTable blocks;         // i32 [segments][max_blocks]
+  Tensor slots;                   // i64 [T] global latent-cache slot of each token's position
+  ops::BlockTable blocks;         // i32 [segments][max_blocks] of the latent cache group
   // Top-k of the last "full" indexer layer, reused by the following "shared" layers:
   Tensor topk_slots;              // i32 [T][topk] global slots, -1 = none
 };
