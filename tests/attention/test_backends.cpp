@@ -9,19 +9,12 @@
 #include "dsa/core/error.h"
 #include "dsa/formats/kv_layout.h"
 
+using dsa::test::error_of;
+
 using namespace dsa;
 using namespace dsa::attn;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // A valid GLM-5.1 decode query on an H200 in a CUDA build.
 AttentionQuery glm_query() {

@@ -9,19 +9,12 @@
 #include "dsa/core/dtype_conv.h"
 #include "dsa/formats/kv_cache_ops.h"
 
+using dsa::test::error_of;
+
 using namespace dsa;
 using namespace dsa::attn;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // A GLM-form problem: T tokens, H heads, a fp8_ds_mla cache of 2 pages of 64 filled through the
 // formats insert op, indices with -1 and out-of-range entries.

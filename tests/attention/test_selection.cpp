@@ -14,19 +14,12 @@
 #include "dsa/core/error.h"
 #include "dsa/model/config.h"
 
+using dsa::test::error_of;
+
 using namespace dsa;
 using namespace dsa::attn;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 AttentionBackendRegistry& builtins() {
   static AttentionBackendRegistry r = [] {

@@ -2,6 +2,7 @@
 // (fresh each run; the seed is printed and DSA_TEST_SEED reproduces a run), output poisoning.
 #pragma once
 #include <cstdint>
+#include <exception>
 #include <random>
 #include <string>
 #include <vector>
@@ -37,6 +38,23 @@ Tensor random_bytes(const Shape& shape, DType dtype, Rng& rng);
 
 // Fills with 0xFF bytes: NaN for f32/bf16/e4m3, so any element a kernel fails to write shows up.
 void poison(Tensor& t);
+
+// Runs f and returns the message of the dsa::Error it throws, to compare with the exact text a
+// user would see. Nothing thrown, or another exception type, is a test failure (and returns
+// "(no error)" / "").
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected dsa::Error, got another exception: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected dsa::Error, nothing was thrown";
+  return "(no error)";
+}
 
 }  // namespace dsa::test
 

@@ -12,6 +12,8 @@
 #include "dsa/core/error.h"
 #include "dsa/model/config.h"
 
+using dsa::test::error_of;
+
 using namespace dsa;
 using namespace dsa::model;
 using attn::CacheRole;
@@ -20,15 +22,6 @@ using attn::LayerKind;
 namespace {
 
 int count(const std::vector<int>& v, int x) { return static_cast<int>(std::count(v.begin(), v.end(), x)); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // Every architecture field of two configs (not the name).
 void expect_same_architecture(const ModelConfig& a, const ModelConfig& b) {

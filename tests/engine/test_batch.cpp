@@ -4,22 +4,15 @@
 #include <string>
 #include <vector>
 
+#include "common/testing.h"
 #include "dsa/core/error.h"
 #include "dsa/engine/batch.h"
 #include "dsa/model/causal_lm.h"
 
+using dsa::test::error_of;
+
 namespace dsa::engine {
 namespace {
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(Batch, SegmentsOfDecodePlusPrefillChunk) {
   Batch b;

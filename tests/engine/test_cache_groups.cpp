@@ -3,24 +3,17 @@
 
 #include <string>
 
+#include "common/testing.h"
 #include "dsa/formats/kv_layout.h"
 #include "util.h"
+
+using dsa::test::error_of;
 
 namespace dsa::engine {
 namespace {
 
 using attn::CacheRole;
 using test::groups_of;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 int count_role(const CacheGroupSpec& g, CacheRole role) {
   int n = 0;

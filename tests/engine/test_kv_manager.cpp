@@ -10,21 +10,13 @@
 #include "common/testing.h"
 #include "util.h"
 
+using dsa::test::error_of;
+
 namespace dsa::engine {
 namespace {
 
 using test::positions_batch;
 using test::reference_slot;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 std::vector<int32_t> row(const GroupMetadata& g, int64_t r) {
   const int64_t w = g.block_table.size(1);

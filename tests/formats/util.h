@@ -11,6 +11,8 @@
 #include "dsa/core/error.h"
 #include "dsa/core/tensor.h"
 
+using dsa::test::error_of;
+
 namespace dsa::test {
 
 // Raw bytes of a (contiguous) tensor on any device.
@@ -26,17 +28,6 @@ std::vector<int64_t> random_slots(Rng& rng, int64_t n, int64_t num_slots, int64_
 Tensor random_grouped_bf16(Rng& rng, int64_t rows, int64_t cols, int group);
 
 // Runs f, expects a dsa::Error, and returns its message ("" and a test failure when none is thrown).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a dsa::Error";
-  return "";
-}
-
 // |got - want| <= max(|want| * 2^-4, scale * 2^-10): e4m3 round-to-nearest error for a value
 // quantized with `scale` (half a step: 2^-4 relative in the normal range, 2^-10 * scale in the
 // subnormal range), since x / scale never exceeds 448 with the formats' scales.

@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include "common/testing.h"
 #include "dsa/core/error.h"
+
+using dsa::test::error_of;
 
 namespace dsa::test {
 
@@ -45,20 +48,6 @@ inline void write_file(const std::string& path, const std::string& bytes) {
 }
 
 // Runs `f`, expects dsa::Error, and returns its message ("" and a test failure otherwise).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const dsa::Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected dsa::Error, got another exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected dsa::Error, nothing was thrown";
-  return "";
-}
-
 }  // namespace dsa::test
 
 #define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
