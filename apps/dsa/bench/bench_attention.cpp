@@ -23,6 +23,7 @@
 #include "dsa/core/device.h"
 #include "dsa/core/dtype_conv.h"
 #include "dsa/formats/kv_layout.h"
+#include "dsa/ops/sparse_mla/random_cache.h"
 #include "dsa/ops/sparse_mla/sparse_mla.h"
 
 #ifdef DSA_WITH_CUDA
@@ -72,31 +73,7 @@ Tensor make_device_cache(KvCacheKind kind, int page, int64_t pages, std::mt19937
   const size_t pb = kind == KvCacheKind::Fp8DsMla ? kv::ds_mla::page_bytes(page) : kv::model1::page_bytes(page);
   const int64_t tmpl_pages = std::min<int64_t>(pages, std::max<int64_t>(1, 4096 / page));
   std::vector<uint8_t> h(pb * tmpl_pages, 0);
-  std::normal_distribution<float> nd;
-  const int64_t slots = tmpl_pages * page;
-  for (int64_t s = 0; s < slots; ++s) {
-    if (kind == KvCacheKind::Fp8DsMla) {
-      uint8_t* tok = h.data() + kv::ds_mla::token_offset(s);
-      for (int d = 0; d < 512; ++d) tok[d] = f32_to_e4m3(nd(gen) * 16.f);
-      for (int g = 0; g < 4; ++g) {
-        float sc = 1.f / 16;
-        std::memcpy(tok + 512 + 4 * g, &sc, 4);
-      }
-      for (int i = 0; i < 64; ++i) {
-        uint16_t b = f32_to_bf16_bits(nd(gen));
-        std::memcpy(tok + 528 + 2 * i, &b, 2);
-      }
-    } else {
-      uint8_t* tok = h.data() + kv::model1::data_offset(s, page);
-      uint8_t* sc = h.data() + kv::model1::scale_offset(s, page);
-      for (int d = 0; d < 448; ++d) tok[d] = f32_to_e4m3(nd(gen) * 16.f);
-      for (int g = 0; g < 7; ++g) sc[g] = 123;
-      for (int i = 0; i < 64; ++i) {
-        uint16_t b = f32_to_bf16_bits(nd(gen));
-        std::memcpy(tok + 448 + 2 * i, &b, 2);
-      }
-    }
-  }
+  ops::fill_random_kv_pages(kind, page, h.data(), tmpl_pages, gen);
   Tensor t = Tensor::empty({static_cast<int64_t>(pb * pages)}, DType::U8, Device::cuda(0));
   const size_t tb = h.size();
   DSA_CUDA_CHECK(cudaMemcpy(t.raw(), h.data(), tb, cudaMemcpyHostToDevice));

@@ -1,3 +1,4 @@
+#include "dsa/ops/sparse_mla/random_cache.h"
 #include "dsa/tune/sparse_mla_tunable.h"
 
 #include <algorithm>
@@ -122,8 +123,7 @@ std::vector<Tactic> SparseMlaTunable::tactics(const Dims& dims) const {
 namespace {
 
 // A cache of `bytes` (whole pages) of valid random FP8 rows: a host template of up to 64 pages,
-// tiled, then copied to `dev`. Values: e4m3 of N(0, 16) with scale 1/16 (fp8_ds_mla) or
-// 2^(123-127) (MODEL1); bf16 rope N(0, 1).
+// tiled, then copied to `dev` (values: ops/sparse_mla/random_cache.h).
 ops::PagedKvCache make_cache(KvCacheKind kind, int page, size_t bytes, Device dev, std::mt19937_64& gen) {
   ops::PagedKvCache c;
   c.kind = kind;
@@ -132,30 +132,7 @@ ops::PagedKvCache make_cache(KvCacheKind kind, int page, size_t bytes, Device de
   const int64_t pages = std::max<int64_t>(1, static_cast<int64_t>(bytes / pb));
   const int64_t tmpl_pages = std::min<int64_t>(pages, 64);
   std::vector<uint8_t> h(pb * tmpl_pages, 0);
-  std::normal_distribution<float> nd;
-  for (int64_t s = 0; s < tmpl_pages * page; ++s) {
-    if (kind == KvCacheKind::Fp8DsMla) {
-      uint8_t* tok = h.data() + kv::ds_mla::token_offset(s);
-      for (int d = 0; d < 512; ++d) tok[d] = f32_to_e4m3(nd(gen) * 16.f);
-      for (int g = 0; g < 4; ++g) {
-        float sc = 1.f / 16;
-        std::memcpy(tok + 512 + 4 * g, &sc, 4);
-      }
-      for (int i = 0; i < 64; ++i) {
-        uint16_t b = f32_to_bf16_bits(nd(gen));
-        std::memcpy(tok + 528 + 2 * i, &b, 2);
-      }
-    } else {
-      uint8_t* tok = h.data() + kv::model1::data_offset(s, page);
-      uint8_t* sc = h.data() + kv::model1::scale_offset(s, page);
-      for (int d = 0; d < kv::model1::kNope; ++d) tok[d] = f32_to_e4m3(nd(gen) * 16.f);
-      for (int g = 0; g < kv::model1::kGroups; ++g) sc[g] = 123;
-      for (int i = 0; i < 64; ++i) {
-        uint16_t b = f32_to_bf16_bits(nd(gen));
-        std::memcpy(tok + kv::model1::kRopeOffset + 2 * i, &b, 2);
-      }
-    }
-  }
+  ops::fill_random_kv_pages(kind, page, h.data(), tmpl_pages, gen);
   Tensor host = Tensor::empty({static_cast<int64_t>(pb * pages)}, DType::U8);
   for (int64_t p0 = 0; p0 < pages; p0 += tmpl_pages) {
     const int64_t n = std::min(tmpl_pages, pages - p0);

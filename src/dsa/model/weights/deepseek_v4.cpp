@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dsa/core/error.h"
+#include "dsa/model/weights/json_fields.h"
 
 namespace dsa::weights {
 
@@ -50,25 +51,6 @@ void DeepseekV4Dims::validate() const {
               hidden, moe_inter, kMxfp4Block);
   }
 }
-
-namespace {
-int64_t get_i(const nlohmann::json& c, const char* key, int64_t def, bool required) {
-  auto it = c.find(key);
-  if (it == c.end() || it->is_null()) {
-    DSA_CHECK(!required, "config.json: field '{}' is missing", key);
-    return def;
-  }
-  DSA_CHECK(it->is_number_integer(), "config.json: field '{}' must be an integer, got {}", key, it->dump());
-  return it->get<int64_t>();
-}
-// A string field, or "" when absent; other JSON types are an error naming the field.
-std::string get_s(const nlohmann::json& c, const char* key) {
-  auto it = c.find(key);
-  if (it == c.end() || it->is_null()) return "";
-  DSA_CHECK(it->is_string(), "config.json: field '{}' must be a string, got {}", key, it->dump());
-  return it->get<std::string>();
-}
-}  // namespace
 
 DeepseekV4Dims deepseek_v4_dims_from_config(const nlohmann::json& c) {
   DSA_CHECK(c.is_object(), "config.json: expected a JSON object");
