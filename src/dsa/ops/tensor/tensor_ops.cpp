@@ -1,0 +1,116 @@
+#include "dsa/ops/tensor/tensor_ops.h"
+
+#include <array>
+#include <vector>
+
+#include "dsa/core/error.h"
+#include "dsa/ops/norm/elem.h"
+
+namespace dsa::ops {
+
+namespace {
+
+void same_device(const char* op, const Tensor& a, const Tensor& b) {
+  DSA_CHECK(a.device() == b.device(), "{}: tensors on different devices ({} and {})", op, a.str(), b.str());
+}
+
+[[noreturn]] void no_cuda(const char* op, const Tensor& t) {
+  fail("{}: CUDA tensors are not supported yet ({})", op, t.str());
+}
+
+// Element offset of flat index i (row-major over `shape`) under `strides`.
+int64_t offset_of(int64_t i, const Shape& shape, const std::vector<int64_t>& strides) {
+  int64_t off = 0;
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    off += (i % shape[d]) * strides[d];
+    i /= shape[d];
+  }
+  return off;
+}
+
+}  // namespace
+
+void copy_cast(const Tensor& dst, const Tensor& src) {
+  DSA_CHECK(dst.defined() && src.defined(), "copy_cast: undefined tensor");
+  check_activation_dtype("copy_cast dst", dst.dtype());
+  check_activation_dtype("copy_cast src", src.dtype());
+  same_device("copy_cast", dst, src);
+  DSA_CHECK(dst.shape() == src.shape(), "copy_cast: shapes differ ({} <- {})", dst.str(), src.str());
+  DSA_CHECK(dst.dim() <= 4, "copy_cast: at most 4 dims, got {}", dst.str());
+  if (dst.device().is_cuda()) no_cuda("copy_cast", dst);
+  const int64_t n = dst.numel();
+  for (int64_t i = 0; i < n; ++i)
+    store_f(dst.raw(), dst.dtype(), offset_of(i, dst.shape(), dst.strides()),
+            load_f(src.raw(), src.dtype(), offset_of(i, src.shape(), src.strides())));
+}
+
+Tensor cast(const Tensor& x, DType to) {
+  Tensor out = Tensor::empty(x.shape(), to, x.device());
+  copy_cast(out, x);
+  return out;
+}
+
+void add_into(const Tensor& acc, const Tensor& x) {
+  same_device("add_into", acc, x);
+  DSA_CHECK(acc.dtype() == DType::F32 && acc.is_contiguous() && x.is_contiguous() && acc.shape() == x.shape(),
+            "add_into: needs contiguous f32 acc and x of the same shape, got {} += {}", acc.str(), x.str());
+  check_activation_dtype("add_into x", x.dtype());
+  if (acc.device().is_cuda()) no_cuda("add_into", acc);
+  float* a = acc.data<float>();
+  for (int64_t i = 0; i < acc.numel(); ++i) a[i] += load_f(x.raw(), x.dtype(), i);
+}
+
+void embed_rows(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  same_device("embed_rows", table, ids);
+  same_device("embed_rows", table, out);
+  check_activation_dtype("embed_rows table", table.dtype());
+  check_activation_dtype("embed_rows out", out.dtype());
+  DSA_CHECK(table.dim() == 2 && table.is_contiguous(), "embed_rows: table must be [V][D] contiguous, got {}",
+            table.str());
+  const int64_t V = table.size(0), D = table.size(1);
+  DSA_CHECK(ids.dim() == 1 && ids.dtype() == DType::I32 && ids.is_contiguous(), "embed_rows: ids must be i32 [T], got {}",
+            ids.str());
+  const int64_t T = ids.size(0);
+  DSA_CHECK(out.is_contiguous() && out.size(0) == T && out.size(out.dim() - 1) == D && (out.dim() == 2 || out.dim() == 3),
+            "embed_rows: out must be [{}][{}] or [{}][R][{}] contiguous, got {}", T, D, T, D, out.str());
+  if (table.device().is_cuda()) no_cuda("embed_rows", table);
+  const int64_t R = out.dim() == 3 ? out.size(1) : 1;
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t id = ids.data<int32_t>()[t];
+    DSA_CHECK(id >= 0 && id < V, "embed_rows: token {} has id {} outside the vocabulary [0, {})", t, id, V);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t k = 0; k < D; ++k)
+        store_f(out.raw(), out.dtype(), (t * R + r) * D + k, load_f(table.raw(), table.dtype(), id * D + k));
+  }
+}
+
+void head_matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
+  same_device("head_matmul", x, w);
+  same_device("head_matmul", x, out);
+  check_activation_dtype("head_matmul x", x.dtype());
+  check_activation_dtype("head_matmul w", w.dtype());
+  check_activation_dtype("head_matmul out", out.dtype());
+  DSA_CHECK(x.dim() == 3 && w.dim() == 3 && out.dim() == 3 && w.is_contiguous(), "head_matmul: x {} w {} out {}",
+            x.str(), w.str(), out.str());
+  const int64_t T = x.size(0), H = w.size(0), N = w.size(1), K = w.size(2);
+  DSA_CHECK(x.size(1) >= H && x.size(2) == K && out.size(0) == T && out.size(1) >= H && out.size(2) == N &&
+                x.stride(2) == 1 && out.stride(2) == 1,
+            "head_matmul: x {} w {} out {} (x [T][>=H][K], w [H][N][K], out [T][>=H][N], last dims contiguous)",
+            x.str(), w.str(), out.str());
+  if (x.device().is_cuda()) no_cuda("head_matmul", x);
+  const size_t xe = dtype_size(x.dtype()), oe = dtype_size(out.dtype());
+  std::vector<float> xr(static_cast<size_t>(K));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      const char* xp = static_cast<const char*>(x.raw()) + (t * x.stride(0) + h * x.stride(1)) * xe;
+      for (int64_t k = 0; k < K; ++k) xr[k] = load_f(xp, x.dtype(), k);
+      char* op = static_cast<char*>(out.raw()) + (t * out.stride(0) + h * out.stride(1)) * oe;
+      for (int64_t n = 0; n < N; ++n) {
+        float s = 0.f;
+        for (int64_t k = 0; k < K; ++k) s += xr[k] * load_f(w.raw(), w.dtype(), (h * N + n) * K + k);
+        store_f(op, out.dtype(), n, s);
+      }
+    }
+}
+
+}  // namespace dsa::ops
