@@ -1,6 +1,7 @@
 #include "dsa/model/glm5/attention.h"
 
 #include "dsa/core/error.h"
+#include "dsa/core/trace.h"
 #include "dsa/formats/kv_cache_ops.h"
 #include "dsa/model/glm5/glue.h"
 #include "dsa/ops/indexer/indexer.h"
@@ -49,6 +50,12 @@ void run_indexer(const IndexerWeights& w, int layer, const Tensor& x, const Tens
   tp.slots = Tensor::empty({T, cfg.index_topk}, DType::I32, dev);
   ops::topk_to_global_slots(tp);
   step.topk_slots = tp.slots;
+  if (trace_enabled()) {
+    trace_tensor(fmt::format("glm5.layer{}.indexer.q", layer), qi);
+    trace_tensor(fmt::format("glm5.layer{}.indexer.k", layer), k);
+    trace_tensor(fmt::format("glm5.layer{}.indexer.weights", layer), weights);
+    trace_tensor(fmt::format("glm5.layer{}.indexer.local", layer), local, static_cast<int>(local.numel()));
+  }
 }
 
 }  // namespace
@@ -103,6 +110,10 @@ Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const 
   sp.o = Tensor::empty({T, Hp, C}, DType::BF16, dev);
   sp.lse = Tensor::empty({T, Hp}, DType::F32, dev);
   impl.forward(sp);
+  if (trace_enabled()) {
+    trace_tensor(fmt::format("glm5.layer{}.attn.q", layer), q_full);
+    trace_tensor(fmt::format("glm5.layer{}.attn.o", layer), sp.o);
+  }
 
   // Latent output -> v per head -> o_proj.
   const Tensor oh = sp.o.to(Device::cpu());

@@ -9,6 +9,7 @@
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
+#include "dsa/core/trace.h"
 #include "dsa/model/glm5/glue.h"
 #include "dsa/ops/linear/linear.h"
 #include "dsa/ops/norm/norm.h"
@@ -187,6 +188,7 @@ Tensor Model::forward(const ForwardBatch& batch, bool all_logits) {
   Tensor x = Tensor::empty({T, Hd}, DType::F32);
   embed_rows(w_.embed, batch.token_ids, x);
   x = x.to(device_);
+  trace_tensor("glm5.embed", x);
   Tensor h = Tensor::empty({T, Hd}, DType::BF16, device_);
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     const LayerWeights& L = w_.layers[l];
@@ -199,6 +201,7 @@ Tensor Model::forward(const ForwardBatch& batch, bool all_logits) {
     add_into(x, attention_block(L, static_cast<int>(l), h, attn_cfg_, *attn_impl_, cache, step));
     ops::rms_norm(x, L.post_attn_norm, h, rms);
     add_into(x, mlp_block(L, h, mlp_cfg_, moe_ws_));
+    if (trace_enabled()) trace_tensor(fmt::format("glm5.layer{}.x", l), x);
   }
 
   // Rows that get logits: every token, or the last token of each request.
