@@ -17,6 +17,7 @@
 #include <fmt/ranges.h>
 
 #include "commands.h"
+#include "dsa/core/device.h"
 #include "dsa/core/error.h"
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/config.h"
@@ -70,6 +71,7 @@ int32_t argmax(const float* p, int64_t n) {
 // freed before the weights take the memory. Limits: one sequence, steps of up to the prompt
 // length rounded up to a power of two, so the buckets are the ones `dsa tune` writes too.
 void tune_for_generate(const Args& a, Device dev, size_t prompt_len) {
+  if (dev.index < 0 || dev.index >= static_cast<int>(cuda_devices().size())) return;  // the loader says why
   tune::ModelWarmupOptions o;
   o.tune = a.tune;
   o.max_seconds = a.tune_seconds;

@@ -10,6 +10,7 @@
 #include "dsa/core/log.h"
 #include "dsa/tune/active_tuning.h"
 #include "dsa/tune/families.h"
+#include "dsa/tune/timing.h"
 #include "dsa/tune/warmup.h"
 
 namespace dsa::tune {
@@ -77,19 +78,29 @@ ModelWarmupReport warm_up_for_model(const PlanModel& model, int device, const En
   TuningCache cache(opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir, current_device_metadata(device));
   TuningTable& table = global_tuning_table();
   ModelWarmupReport r;
-  {
-    // The ops that run the plan hold device buffers (paged caches, expert weights): they are
-    // freed at the end of this scope, before the model is served.
-    TunableOps run_ops = make_tunable_ops(model, limits, device);
-    for (const auto& n : run_ops.notes) log_info("tuning: {}", n);
-    r = load_and_tune_ops(run_ops.pointers(), limits, cache, table, opt);
-  }
-  if (opt.install) {
-    // Fresh, never-prepared instances: the chooser only needs their buckets, keys and tactic lists.
-    auto chooser = install_active_tuning(make_tunable_ops(model, limits, device).ops, table, limits,
-                                         fmt::format("{} on cuda:{}", model.name, device));
-    r.installed = true;
-    r.table_entries = chooser->entries();
+  try {
+    {
+      // The ops that run the plan hold device buffers (paged caches, expert weights): they are
+      // freed at the end of this scope, before the model is served.
+      TunableOps run_ops = make_tunable_ops(model, limits, device);
+      for (const auto& n : run_ops.notes) log_info("tuning: {}", n);
+      r = load_and_tune_ops(run_ops.pointers(), limits, cache, table, opt);
+    }
+    if (opt.install) {
+      // Fresh, never-prepared instances: the chooser only needs their buckets, keys and tactic lists.
+      auto chooser = install_active_tuning(make_tunable_ops(model, limits, device).ops, table, limits,
+                                           fmt::format("{} on cuda:{}", model.name, device));
+      r.installed = true;
+      r.table_entries = chooser->entries();
+    }
+  } catch (const CudaContextLost&) {
+    throw;  // nothing can run on this device any more
+  } catch (const Error& e) {
+    // E.g. a model shape a tunable op does not accept: serve with the default tactics.
+    clear_active_tuning();
+    r.installed = false;
+    r.errors.push_back(e.what());
+    log_warn("tuning: start-up tuning failed, the default tactics will run: {}", e.what());
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log_info("{}", r.summary());  // run_warmup already logged each failure
