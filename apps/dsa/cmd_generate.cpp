@@ -5,6 +5,7 @@
 // $DSA_CACHE_DIR (else $XDG_CACHE_HOME/dsa, ~/.cache/dsa) is loaded, buckets it lacks are tuned
 // within --tune-seconds and saved, and the forwards run the tuned tactics. --no-tune uses the
 // cached entries only.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -32,6 +33,7 @@ struct Args {
   int max_tokens = 16;
   bool tune = true;
   double tune_seconds = 60;
+  int show_top = 0;  // > 0: print the K highest logits of every step (debugging divergence)
 };
 
 std::vector<int32_t> parse_ids(const std::string& s) {
@@ -80,6 +82,17 @@ void tune_for_generate(const Args& a, Device dev, size_t prompt_len) {
   tune::warm_up_for_model(pm, dev.index, limits, o);  // logs its one-line summary
 }
 
+// "step 0: 44 (3.1416), 96 (3.1402), ..." : the K highest logits, best first.
+void print_top(int step, const float* p, int64_t n, int k) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  k = static_cast<int>(std::min<int64_t>(k, n));
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t x, int32_t y) { return p[x] > p[y]; });
+  std::string line;
+  for (int i = 0; i < k; ++i) line += fmt::format("{}{} ({:.5f})", i ? ", " : "", ids[i], p[ids[i]]);
+  std::printf("step %d: %s\n", step, line.c_str());
+}
+
 void run(const Args& a) {
   using clock = std::chrono::steady_clock;
   const std::vector<int32_t> prompt = parse_ids(a.prompt_ids);
@@ -103,12 +116,14 @@ void run(const Args& a) {
   Tensor logits = lm->forward(b);
   const double prefill_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   std::vector<int32_t> out{argmax(logits.data<float>(), V)};
+  if (a.show_top > 0) print_top(0, logits.data<float>(), V, a.show_top);
 
   t0 = clock::now();
   for (int i = 1; i < a.max_tokens; ++i) {
     model::ForwardBatch d{{out.back()}, {id}, {static_cast<int64_t>(prompt.size() + out.size() - 1)}};
     logits = lm->forward(d);
     out.push_back(argmax(logits.data<float>(), V));
+    if (a.show_top > 0) print_top(i, logits.data<float>(), V, a.show_top);
   }
   const double decode_s = std::chrono::duration<double>(clock::now() - t0).count();
   lm->free_request(id);
@@ -133,6 +148,7 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--tune-seconds", a->tune_seconds,
                   "CUDA: time bound of tuning and warm-up; buckets left over run the default tactic (0 = none)")
       ->capture_default_str();
+  cmd->add_option("--show-top", a->show_top, "Print the K highest logits of every step (ids and values)");
   cmd->callback([a] { run(*a); });
 });
 
