@@ -85,10 +85,10 @@ TEST(Glm5Cuda, ForwardMatchesCpuWhereIndexerHasNoChoice) {
       top1 += std::max_element(g, g + V) - g == std::max_element(r, r + V) - r;
     }
     const double mean_diff = sum_diff / static_cast<double>(topk * V);
-    std::printf("[glm5 cuda vs cpu, w_uk/w_uv %s] %lld rows: top-1 %d/%lld, |diff| max %.5f mean %.6f (logit spread "
-                "%.4f)\n",
-                std::string(dtype_name(absorbed)).c_str(), static_cast<long long>(topk), top1, static_cast<long long>(topk), max_diff,
-                mean_diff, spread);
+    std::printf("[glm5 cuda vs cpu, w_uk/w_uv %s] %lld rows: top-1 %d/%lld, |diff| max %.5f mean %.6f (logit "
+                "spread %.4f)\n",
+                std::string(dtype_name(absorbed)).c_str(), static_cast<long long>(topk), top1,
+                static_cast<long long>(topk), max_diff, mean_diff, spread);
     EXPECT_LT(mean_diff, 0.03 * spread) << dtype_name(absorbed);
     EXPECT_LT(max_diff, 0.5 * spread + 0.1) << dtype_name(absorbed);
     EXPECT_GE(top1, topk - 1) << dtype_name(absorbed);

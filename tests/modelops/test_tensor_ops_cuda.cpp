@@ -25,7 +25,8 @@ const Device kGpu = Device::cuda(0);
 
 // The same view (shape, strides, byte offset) over another storage of the same size.
 Tensor same_view(const Tensor& view, const Tensor& base_of_view, const Tensor& other_base) {
-  const size_t off = static_cast<size_t>(static_cast<const char*>(view.raw()) - static_cast<const char*>(base_of_view.raw()));
+  const size_t off =
+      static_cast<size_t>(static_cast<const char*>(view.raw()) - static_cast<const char*>(base_of_view.raw()));
   return Tensor::from_blob(static_cast<char*>(other_base.raw()) + off, view.shape(), view.dtype(), other_base.device(),
                            view.strides());
 }
@@ -36,7 +37,7 @@ void expect_bitwise(const Tensor& gpu, const Tensor& cpu, const std::string& wha
   ASSERT_EQ(g.shape(), cpu.shape()) << what;
   const size_t es = dtype_size(cpu.dtype());
   for (int64_t i = 0; i < cpu.numel(); ++i)
-    if (std::memcmp(static_cast<const char*>(g.raw()) + i * es, static_cast<const char*>(cpu.raw()) + i * es, es) != 0) {
+    if (std::memcmp(static_cast<const char*>(g.raw()) + i * es, static_cast<const char*>(cpu.raw()) + i * es, es)) {
       ADD_FAILURE() << what << ": element " << i << " differs: cuda " << at(g, i) << " cpu " << at(cpu, i);
       return;
     }
@@ -161,9 +162,11 @@ TEST(ModelopsTensorOps, CudaEmbedRowsWithBadIds) {
           embed_rows(table, good, ref);  // the CPU refuses bad ids: reference rows for id 0, zeroed below
           const int64_t row = (R == 0 ? 1 : R) * D;
           for (int64_t t = 0; t < T; ++t)
-            if (is_bad[t]) std::memset(static_cast<char*>(ref.raw()) + t * row * dtype_size(od), 0, row * dtype_size(od));
+            if (is_bad[t])
+              std::memset(static_cast<char*>(ref.raw()) + t * row * dtype_size(od), 0, row * dtype_size(od));
           embed_rows(table.to(kGpu), ids.to(kGpu), out);
-          const std::string what = fmt::format("embed_rows table {} out {} T={} R={}", dtype_name(td), dtype_name(od), T, R);
+          const std::string what =
+              fmt::format("embed_rows table {} out {} T={} R={}", dtype_name(td), dtype_name(od), T, R);
           expect_bitwise(out, ref, what);
           EXPECT_EQ(nan_count(out), 0u) << what;
         }
@@ -221,43 +224,67 @@ void head_case(int64_t T, int64_t H, int64_t N, int64_t K, int64_t Hxb, int64_t 
 
 }  // namespace
 
+// Both CUDA routes: the SIMT kernel (DSA_HEAD_MATMUL=kernel) and the default, where bf16
+// problems of >= 32 tokens with aligned strides go to cuBLASLt.
+class ScopedRoute {
+ public:
+  explicit ScopedRoute(bool kernel_only) {
+    if (kernel_only)
+      setenv("DSA_HEAD_MATMUL", "kernel", 1);
+    else
+      unsetenv("DSA_HEAD_MATMUL");
+  }
+  ~ScopedRoute() { unsetenv("DSA_HEAD_MATMUL"); }
+};
+
 TEST(ModelopsTensorOps, CudaHeadMatmulMatchesCpu) {
   DSA_REQUIRE_CUDA();
   Rng rng;
-  for (DType xd : {DType::F32, DType::BF16})
+  for (bool kernel_only : {true, false}) {
+    SCOPED_TRACE(kernel_only ? "route: SIMT kernel" : "route: default (cuBLASLt for large bf16)");
+    const ScopedRoute route(kernel_only);
+    for (DType xd : {DType::F32, DType::BF16})
+      for (DType wd : {DType::F32, DType::BF16})
+        for (DType od : {DType::F32, DType::BF16}) {
+          head_case(3, 5, 70, 33, 5, 33, 0, 5, 70, 0, xd, wd, od, rng);       // odd everything, contiguous
+          head_case(1, 2, 1, 1, 4, 3, 1, 3, 2, 1, xd, wd, od, rng);           // T = 1, N = K = 1, views
+          head_case(0, 2, 8, 8, 2, 8, 0, 2, 8, 0, xd, wd, od, rng);           // no tokens
+          head_case(17, 3, 64, 64, 3, 64, 0, 3, 64, 0, xd, wd, od, rng);      // T just above the decode tile
+          head_case(131, 4, 129, 97, 6, 100, 2, 5, 131, 1, xd, wd, od, rng);  // prefill tile, all tails
+          head_case(40, 3, 64, 32, 4, 48, 8, 3, 80, 8, xd, wd, od, rng);      // aligned views (cuBLASLt if bf16)
+        }
+    // GLM shapes: W_UK q_nope [T][64 of 64][192 of 256] -> q [T][64 of 128][512 of 576], bf16 w
+    // and f32 w; W_UV o [T][64 of 128][512] -> v [T][64][256].
     for (DType wd : {DType::F32, DType::BF16})
-      for (DType od : {DType::F32, DType::BF16}) {
-        head_case(3, 5, 70, 33, 5, 33, 0, 5, 70, 0, xd, wd, od, rng);           // odd everything, contiguous
-        head_case(1, 2, 1, 1, 4, 3, 1, 3, 2, 1, xd, wd, od, rng);               // T = 1, N = K = 1, views
-        head_case(0, 2, 8, 8, 2, 8, 0, 2, 8, 0, xd, wd, od, rng);               // no tokens
-        head_case(17, 3, 64, 64, 3, 64, 0, 3, 64, 0, xd, wd, od, rng);          // T just above the decode tile
-        head_case(131, 4, 129, 97, 6, 100, 2, 5, 131, 1, xd, wd, od, rng);      // prefill tile, all tails
+      for (int64_t T : {1, 4, 300}) {
+        head_case(T, 64, 512, 192, 64, 256, 0, 128, 576, 0, DType::BF16, wd, DType::BF16, rng);
+        head_case(T, 64, 256, 512, 128, 512, 0, 64, 256, 0, DType::BF16, wd, DType::BF16, rng);
       }
-  // GLM shapes: W_UK q_nope [T][64 of 64][192 of 256] -> q [T][64 of 128][512 of 576], bf16 w and
-  // f32 w; W_UV o [T][64 of 128][512] -> v [T][64][256].
-  for (DType wd : {DType::F32, DType::BF16})
-    for (int64_t T : {1, 4, 300}) {
-      head_case(T, 64, 512, 192, 64, 256, 0, 128, 576, 0, DType::BF16, wd, DType::BF16, rng);
-      head_case(T, 64, 256, 512, 128, 512, 0, 64, 256, 0, DType::BF16, wd, DType::BF16, rng);
-    }
-  // A long prefill: checked on its first and last tokens, and timed (printed, not asserted).
-  head_case(4096, 64, 512, 192, 64, 256, 0, 128, 576, 0, DType::BF16, DType::BF16, DType::BF16, rng, 3);
-  Tensor xall = random_bf16({4096, 64, 512}, rng).to(kGpu);
-  for (int64_t T : {1, 64, 4096}) {
-    for (auto [N, K] : {std::pair<int64_t, int64_t>{512, 192}, {256, 512}}) {
-      Tensor x = xall.slice(0, 0, T).slice(2, 0, K), w = random_bf16({64, N, K}, rng).to(kGpu);
-      Tensor o = Tensor::empty({T, 64, N}, DType::BF16, kGpu);
-      head_matmul(x, w, o);
-      (void)o.slice(0, 0, 1).to(Device::cpu());  // sync
-      const int reps = 20;
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int r = 0; r < reps; ++r) head_matmul(x, w, o);
-      (void)o.slice(0, 0, 1).to(Device::cpu());
-      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps;
-      std::printf("[head_matmul cuda] T=%lld H=64 N=%lld K=%lld bf16: %.1f us, %.1f TFLOP/s\n", static_cast<long long>(T),
-                  static_cast<long long>(N), static_cast<long long>(K), us, 2.0 * T * 64 * N * K / us * 1e-6);
-    }
+    // Long prefills: checked on their first and last tokens.
+    head_case(4096, 64, 512, 192, 64, 256, 0, 128, 576, 0, DType::BF16, DType::BF16, DType::BF16, rng, 3);
+    head_case(4096, 64, 256, 512, 128, 512, 0, 64, 256, 0, DType::BF16, DType::BF16, DType::BF16, rng, 3);
   }
+  // Both routes timed at GLM shapes (printed, not asserted).
+  Tensor xall = random_bf16({4096, 64, 512}, rng).to(kGpu);
+  for (bool kernel_only : {true, false})
+    for (int64_t T : {1, 64, 4096}) {
+      const ScopedRoute route(kernel_only);
+      for (auto [N, K] : {std::pair<int64_t, int64_t>{512, 192}, {256, 512}}) {
+        Tensor x = xall.slice(0, 0, T).slice(2, 0, K), w = random_bf16({64, N, K}, rng).to(kGpu);
+        Tensor o = Tensor::empty({T, 64, N}, DType::BF16, kGpu);
+        head_matmul(x, w, o);
+        (void)o.slice(0, 0, 1).to(Device::cpu());  // sync
+        const int reps = 20;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < reps; ++r) head_matmul(x, w, o);
+        (void)o.slice(0, 0, 1).to(Device::cpu());
+        const double us =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps;
+        std::printf("[head_matmul cuda %s] T=%lld H=64 N=%lld K=%lld bf16: %.1f us, %.1f TFLOP/s\n",
+                    kernel_only ? "kernel" : "default", static_cast<long long>(T), static_cast<long long>(N),
+                    static_cast<long long>(K), us, 2.0 * T * 64 * N * K / us * 1e-6);
+      }
+    }
   EXPECT_NE(error_of([&] {
               head_matmul(Tensor::zeros({1, 2, 4}, DType::F32, kGpu), Tensor::zeros({2, 3, 4}, DType::F32),
                           Tensor::empty({1, 2, 3}, DType::F32, kGpu));

@@ -1,6 +1,8 @@
 #include "dsa/ops/tensor/tensor_ops.h"
 
 #include <array>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "dsa/core/error.h"
@@ -22,6 +24,12 @@ void same_device(const char* op, const Tensor& a, const Tensor& b) {
 [[noreturn]] void no_cuda(const char* op, const Tensor& t) {
   fail("{}: tensors are on {} but this build has no CUDA ({})", op, t.device().str(), t.str());
 }
+#endif
+
+#ifdef DSA_WITH_CUDA
+// Tokens from which head_matmul takes cuBLASLt: below, the weight read dominates and the SIMT
+// kernel (weight tile reused over 16 tokens) is as good without a plan lookup.
+constexpr int64_t kCublasLtMinTokens = 32;
 #endif
 
 // Element offset of flat index i (row-major over `shape`) under `strides`.
@@ -167,6 +175,11 @@ void head_matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
     a.w_dtype = w.dtype();
     a.out_dtype = out.dtype();
     cuda::set_device(x.device().index);
+    // Prefill-sized bf16 problems go to the tensor cores (cuBLASLt); decode and everything
+    // cuBLASLt does not take to the SIMT kernel. DSA_HEAD_MATMUL=kernel forces the kernel.
+    const char* force = std::getenv("DSA_HEAD_MATMUL");
+    const bool kernel_only = force && std::string_view(force) == "kernel";
+    if (T >= kCublasLtMinTokens && !kernel_only && cuda::head_matmul_cublaslt(a)) return;
     cuda::head_matmul(a);
     return;
 #else

@@ -43,5 +43,9 @@ struct HeadMatmulArgs {
   DType x_dtype, w_dtype, out_dtype;
 };
 void head_matmul(const HeadMatmulArgs& a);
+// The same through one cuBLASLt strided-batched GEMM (head_matmul_cublaslt.cpp; tensor cores).
+// Returns false, doing nothing, when it does not take the problem: not bf16 x and w, T < 2,
+// unaligned pointers or strides, or no algorithm.
+bool head_matmul_cublaslt(const HeadMatmulArgs& a);
 
 }  // namespace dsa::ops::cuda
