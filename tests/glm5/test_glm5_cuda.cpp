@@ -6,8 +6,7 @@
 // but rounding separates the devices (past it the tiny model is chaotic, see
 // test_glm5_golden.cpp; the golden tests judge those rows). Prefill of index_topk - 1 tokens and
 // one decode step, so both the decode (T = 1) and the prefill shapes run. (The prefill here is
-// short: head_matmul's cuBLASLt route, T >= 32, runs in the golden tests' 24- and 300-token
-// prompts.)
+// short: head_matmul's cuBLASLt route, T >= 32, runs in the golden test's 300-token prompt.)
 //
 // Tolerance. Even there the tiny model is not smooth: its MoE router (8 experts) flips an expert
 // choice now and then on a bf16-level perturbation, and that row (and, through attention, a bit of
