@@ -6,6 +6,7 @@
 // NaN never passes (expect_close rejects non-finite values).
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -222,8 +223,6 @@ void head_case(int64_t T, int64_t H, int64_t N, int64_t K, int64_t Hxb, int64_t 
   }
 }
 
-}  // namespace
-
 // Both CUDA routes: the SIMT kernel (DSA_HEAD_MATMUL=kernel) and the default, where bf16
 // problems of >= 32 tokens with aligned strides go to cuBLASLt.
 class ScopedRoute {
@@ -236,6 +235,8 @@ class ScopedRoute {
   }
   ~ScopedRoute() { unsetenv("DSA_HEAD_MATMUL"); }
 };
+
+}  // namespace
 
 TEST(ModelopsTensorOps, CudaHeadMatmulMatchesCpu) {
   DSA_REQUIRE_CUDA();
