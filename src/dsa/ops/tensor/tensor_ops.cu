@@ -72,6 +72,10 @@ __global__ void embed_rows_kernel(EmbedRowsArgs a) {
 // reference up to fused rounding. BM = 16 for decode-sized T (the weight read dominates; fewer
 // wasted token rows), 64 for prefill. Zero-filled tails make any T, N, K valid.
 // Launch: grid = (ceil(T / BM), ceil(N / 64), H), block = 256; shared (32 * (BM + 1) + 32 * 65) * 4 B.
+// Measured on the H200 (2026-11-30, bf16, H = 64): T = 1: 30 us for W_UK [512][192], 50 us for
+// W_UV [256][512] (0.3-0.4 TB/s of weights: a decode-specific kernel with vectorized weight loads
+// could get close to 10x faster); T = 2048: ~18 TFLOP/s (prefill goes to cuBLASLt instead:
+// 66-68 us, 390-500 TFLOP/s).
 constexpr int kBN = 64, kBK = 32;
 
 template <int BM>
