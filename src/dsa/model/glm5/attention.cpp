@@ -3,10 +3,10 @@
 #include "dsa/core/error.h"
 #include "dsa/core/trace.h"
 #include "dsa/formats/kv_cache_ops.h"
-#include "dsa/model/glm5/glue.h"
 #include "dsa/ops/indexer/indexer.h"
 #include "dsa/ops/linear/linear.h"
 #include "dsa/ops/norm/norm.h"
+#include "dsa/ops/tensor/tensor_ops.h"
 
 namespace dsa::model::glm5 {
 
@@ -93,14 +93,12 @@ Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const 
   if (w.has_indexer) run_indexer(w.indexer, layer, x, q_res, cfg, step);
   DSA_CHECK(step.topk_slots.defined(), "glm5 layer {}: a shared indexer layer needs a full layer before it", layer);
 
-  // Absorbed query [W_UK q_nope | q_rope], padded heads zero. The per-head products run on the
-  // host (glue.h); on CUDA the tensors make a round trip until they get a kernel.
-  const Tensor qh = q.to(Device::cpu());
-  Tensor q_full_h = Tensor::zeros({T, Hp, C + Dr}, DType::BF16);
-  Tensor q_heads = q_full_h.slice(1, 0, H);
-  head_matmul(qh.slice(2, 0, Dn), w.w_uk, q_heads.slice(2, 0, C));
-  copy_3d(q_heads.slice(2, C, C + Dr), qh.slice(2, Dn, Dn + Dr));
-  const Tensor q_full = q_full_h.to(dev);
+  // Absorbed query [W_UK q_nope | q_rope] per head, written straight into the padded layout
+  // the attention kernels take (heads H..Hp stay zero).
+  const Tensor q_full = Tensor::zeros({T, Hp, C + Dr}, DType::BF16, dev);
+  const Tensor q_heads = q_full.slice(1, 0, H);
+  ops::head_matmul(q.slice(2, 0, Dn), w.w_uk, q_heads.slice(2, 0, C));
+  ops::copy_cast(q_heads.slice(2, C, C + Dr), q.slice(2, Dn, Dn + Dr));
 
   ops::SparseMlaParams sp;
   sp.q = q_full;
@@ -116,10 +114,9 @@ Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const 
   }
 
   // Latent output -> v per head -> o_proj.
-  const Tensor oh = sp.o.to(Device::cpu());
-  Tensor v = Tensor::empty({T, H, cfg.v_head}, DType::BF16);
-  head_matmul(oh.slice(1, 0, H), w.w_uv, v);
-  return apply(w.o_proj, v.reshape({T, H * cfg.v_head}).to(dev));
+  Tensor v = Tensor::empty({T, H, cfg.v_head}, DType::BF16, dev);
+  ops::head_matmul(sp.o.slice(1, 0, H), w.w_uv, v);
+  return apply(w.o_proj, v.reshape({T, H * cfg.v_head}));
 }
 
 }  // namespace dsa::model::glm5
