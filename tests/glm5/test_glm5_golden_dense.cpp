@@ -8,7 +8,7 @@
 //   - dsa: bf16 activations between ops, and the latent stored as fp8_ds_mla: e4m3 (3 mantissa
 //     bits) with one power-of-two scale per 128-value tile (scale = 2^ceil(log2(amax / 448)), so
 //     the tile maximum lands in (224, 448]). A value in a tile keeps a relative rounding error of
-//     at most 2^-4 of its binade (RMS about 2^-3 / sqrt(12) = 3.6%), 16x..32x bf16's; values far
+//     at most 2^-4 (RMS 2^-3 / sqrt(12) = 3.6% of its binade), 16x bf16's; values far
 //     below the tile maximum fall into e4m3's subnormal range and keep only absolute precision
 //     2^-10 x scale. The error enters every key and every value of every layer.
 // The generator measures both parts with transformers itself, on the same prompt (metadata):
