@@ -26,7 +26,7 @@
 //      tiny model leave a few near-ties);
 //   4. the noise itself stays small (noise_max < 0.5), so a drifting generator cannot loosen 1-3.
 // Measured on CPU (short / long): against *_fp8kv max 0.084 / 0.036, mean 0.0146 / 0.0061;
-// against float32 max 0.114 / 0.054, mean 0.022 / 0.0092; noise_max 0.169 / 0.094, noise_mean
+// against float32 max 0.114 / 0.054, mean 0.022 / 0.0092; noise_max 0.169 / 0.088, noise_mean
 // 0.032 / 0.0175. A real mistake is far outside: with the indexer's RoPE on half-split pairs the
 // choosing golden drops to 7/24 top-1 (test_glm5_golden.cpp), i.e. logit errors of O(1).
 #include <algorithm>
