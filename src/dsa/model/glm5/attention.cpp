@@ -10,6 +10,27 @@
 
 namespace dsa::model::glm5 {
 
+IndexerInputs indexer_inputs(const IndexerWeights& w, const Tensor& x, const Tensor& q_res, const Tensor& positions,
+                             const AttentionConfig& cfg) {
+  const int64_t T = x.size(0), Hi = cfg.index_heads, D = cfg.index_dim;
+  const Device dev = x.device();
+  ops::RopeParams rp = cfg.rope_params;
+  rp.offset = 0;  // the indexer rotates the FIRST qk_rope dims of its 128
+
+  IndexerInputs in;
+  in.q = apply(w.wq_b, q_res).reshape({T, Hi, D});
+  ops::apply_rope(in.q, positions, cfg.rope, rp);
+
+  Tensor k_raw = apply(w.wk, x);  // bf16 [T][128]
+  in.k = Tensor::empty({T, D}, DType::F32, dev);
+  ops::layer_norm(k_raw, w.k_norm_w, w.k_norm_b, in.k, ops::NormParams{1e-6f});
+  ops::apply_rope(in.k, positions, cfg.rope, rp);
+
+  in.weights = Tensor::empty({T, Hi}, DType::F32, dev);
+  ops::linear_bf16(x, w.weights_proj, in.weights);
+  return in;
+}
+
 namespace {
 
 // Runs the indexer of a "full" layer and leaves the chosen global slots in step.topk_slots.
@@ -17,19 +38,8 @@ void run_indexer(const IndexerWeights& w, int layer, const Tensor& x, const Tens
                  const AttentionConfig& cfg, Step& step) {
   const int64_t T = step.tokens, Hi = cfg.index_heads, D = cfg.index_dim;
   const Device dev = x.device();
-  ops::RopeParams rp = cfg.rope_params;
-  rp.offset = 0;  // the indexer rotates the FIRST qk_rope dims of its 128
-
-  Tensor qi = apply(w.wq_b, q_res).reshape({T, Hi, D});
-  ops::apply_rope(qi, step.positions, cfg.rope, rp);
-
-  Tensor k_raw = apply(w.wk, x);  // bf16 [T][128]
-  Tensor k = Tensor::empty({T, D}, DType::F32, dev);
-  ops::layer_norm(k_raw, w.k_norm_w, w.k_norm_b, k, ops::NormParams{1e-6f});
-  ops::apply_rope(k, step.positions, cfg.rope, rp);
-
-  Tensor weights = Tensor::empty({T, Hi}, DType::F32, dev);
-  ops::linear_bf16(x, w.weights_proj, weights);
+  const IndexerInputs in = indexer_inputs(w, x, q_res, step.positions, cfg);
+  const Tensor &qi = in.q, &k = in.k, &weights = in.weights;
 
   Tensor local = Tensor::empty({T, cfg.index_topk}, DType::I32, dev);
   const ops::IndexerParams ip = ops::IndexerParams::glm(cfg.index_topk, Hi, D);

@@ -27,6 +27,9 @@ class Model final : public CausalLM {
   int add_request() override;
   void free_request(int id) override;
   Tensor forward(const ForwardBatch& batch, bool all_logits = false) override;
+  // Read-only views for tests that drive one block with outside inputs.
+  const Weights& weights() const { return w_; }
+  const AttentionConfig& attention_config() const { return attn_cfg_; }
 
  private:
   Step prepare(const ForwardBatch& batch);
