@@ -223,8 +223,9 @@ void head_case(int64_t T, int64_t H, int64_t N, int64_t K, int64_t Hxb, int64_t 
   }
 }
 
-// Both CUDA routes: the SIMT kernel (DSA_HEAD_MATMUL=kernel) and the default, where bf16
-// problems of >= 32 tokens with aligned strides go to cuBLASLt.
+// Both CUDA routes: the SIMT kernel (DSA_HEAD_MATMUL=kernel) and the default, where bf16 weights
+// with <= 8 tokens go to the GEMV kernel and bf16 problems of >= 32 tokens with aligned strides
+// to cuBLASLt.
 class ScopedRoute {
  public:
   explicit ScopedRoute(bool kernel_only) {
@@ -253,11 +254,13 @@ TEST(ModelopsTensorOps, CudaHeadMatmulMatchesCpu) {
           head_case(17, 3, 64, 64, 3, 64, 0, 3, 64, 0, xd, wd, od, rng);      // T just above the decode tile
           head_case(131, 4, 129, 97, 6, 100, 2, 5, 131, 1, xd, wd, od, rng);  // prefill tile, all tails
           head_case(40, 3, 64, 32, 4, 48, 8, 3, 80, 8, xd, wd, od, rng);      // aligned views (cuBLASLt if bf16)
+          head_case(3, 3, 37, 64, 4, 72, 8, 3, 40, 2, xd, wd, od, rng);       // decode GEMV route if bf16 w: N tail
+          head_case(8, 2, 33, 1024, 2, 1024, 0, 2, 33, 0, xd, wd, od, rng);   // GEMV, 8 tokens, largest K
         }
     // GLM shapes: W_UK q_nope [T][64 of 64][192 of 256] -> q [T][64 of 128][512 of 576], bf16 w
     // and f32 w; W_UV o [T][64 of 128][512] -> v [T][64][256].
     for (DType wd : {DType::F32, DType::BF16})
-      for (int64_t T : {1, 4, 300}) {
+      for (int64_t T : {1, 4, 5, 300}) {
         head_case(T, 64, 512, 192, 64, 256, 0, 128, 576, 0, DType::BF16, wd, DType::BF16, rng);
         head_case(T, 64, 256, 512, 128, 512, 0, 64, 256, 0, DType::BF16, wd, DType::BF16, rng);
       }
@@ -268,7 +271,7 @@ TEST(ModelopsTensorOps, CudaHeadMatmulMatchesCpu) {
   // Both routes timed at GLM shapes (printed, not asserted).
   Tensor xall = random_bf16({2048, 64, 512}, rng).to(kGpu);
   for (bool kernel_only : {true, false})
-    for (int64_t T : {1, 64, 2048}) {
+    for (int64_t T : {1, 4, 64, 2048}) {
       const ScopedRoute route(kernel_only);
       for (auto [N, K] : {std::pair<int64_t, int64_t>{512, 192}, {256, 512}}) {
         Tensor x = xall.slice(0, 0, T).slice(2, 0, K), w = random_bf16({64, N, K}, rng).to(kGpu);

@@ -175,10 +175,12 @@ void head_matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
     a.w_dtype = w.dtype();
     a.out_dtype = out.dtype();
     cuda::set_device(x.device().index);
-    // Prefill-sized bf16 problems go to the tensor cores (cuBLASLt); decode and everything
-    // cuBLASLt does not take to the SIMT kernel. DSA_HEAD_MATMUL=kernel forces the kernel.
+    // Decode-sized problems with bf16 weights stream the weights (GEMV kernel); prefill-sized
+    // bf16 problems go to the tensor cores (cuBLASLt); everything else to the tiled SIMT kernel.
+    // DSA_HEAD_MATMUL=kernel forces the tiled kernel.
     const char* force = std::getenv("DSA_HEAD_MATMUL");
     const bool kernel_only = force && std::string_view(force) == "kernel";
+    if (!kernel_only && cuda::head_matmul_gemv(a)) return;
     if (T >= kCublasLtMinTokens && !kernel_only && cuda::head_matmul_cublaslt(a)) return;
     cuda::head_matmul(a);
     return;

@@ -2,6 +2,8 @@
 // embedding gather and the per-head matrix products of the absorbed MLA. Element access goes
 // through ld/st (norm/cuda_elem.cuh): f32 or bf16 chosen by a runtime dtype that is uniform per
 // launch, bf16 rounded to nearest even exactly like the CPU reference.
+#include <cstdint>
+
 #include "dsa/ops/norm/cuda_elem.cuh"
 #include "dsa/ops/norm/cuda_launch.h"
 #include "dsa/ops/tensor/tensor_ops_cuda.h"
@@ -130,6 +132,79 @@ __global__ void __launch_bounds__(kThreads) head_matmul_kernel(HeadMatmulArgs a)
   }
 }
 
+// head_matmul_gemv: decode-sized head_matmul (T <= 8 tokens) with bf16 weights, K % 8 == 0. At
+// these T the product is a weight stream (GLM W_UK + W_UV: ~29 MB per layer at 64 heads), so
+// the shape is a GEMV: a CTA owns 32 consecutive outputs n of ONE head h (8 warps x 4 rows);
+// the head's x rows [T][K] are staged once in shared memory as floats; each warp streams its 4
+// weight rows with 16-byte loads (lane l takes k-chunks l, l+32, ... of 8 values), all 4 rows'
+// loads issued before the FMAs so that several requests are in flight per lane; every x chunk
+// read from shared memory serves the 4 rows. Warp shuffles reduce each (row, token) sum; lane 0
+// stores. Float accumulation (in a different order than the CPU: the tests use a tolerance).
+// Launch: grid = (ceil(N / 32), H), block = 256, dynamic shared TT * K * 4 bytes (<= 32 KB).
+constexpr int kGemvRows = 4;  // weight rows per warp
+
+template <int TT>
+__global__ void __launch_bounds__(kThreads) head_matmul_gemv_kernel(HeadMatmulArgs a) {
+  extern __shared__ float xs[];  // [TT][K]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t h = blockIdx.y, k = a.k, chunks = k / 8;
+  for (int64_t i = threadIdx.x; i < TT * k; i += kThreads) {
+    const int64_t t = i / k, kk = i % k;
+    xs[i] = t < a.tokens ? ld(a.x, a.x_dtype, t * a.x_stride_t + h * a.x_stride_h + kk) : 0.f;
+  }
+  __syncthreads();
+  const int64_t n0 = int64_t(blockIdx.x) * (8 * kGemvRows) + warp * kGemvRows;
+  const uint4* w = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(a.w) + (h * a.n) * k);
+  float acc[kGemvRows][TT];
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+    for (int t = 0; t < TT; ++t) acc[r][t] = 0.f;
+  for (int64_t c = lane; c < chunks; c += 32) {
+    uint4 v[kGemvRows];
+#pragma unroll
+    for (int r = 0; r < kGemvRows; ++r)
+      v[r] = n0 + r < a.n ? __ldg(w + (n0 + r) * chunks + c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int t = 0; t < TT; ++t) {
+      const float4 x0 = *reinterpret_cast<const float4*>(xs + t * k + c * 8);
+      const float4 x1 = *reinterpret_cast<const float4*>(xs + t * k + c * 8 + 4);
+#pragma unroll
+      for (int r = 0; r < kGemvRows; ++r) {
+        const uint32_t q[4] = {v[r].x, v[r].y, v[r].z, v[r].w};
+        float s = acc[r][t];
+        s = fmaf(x0.x, __uint_as_float(q[0] << 16), s);
+        s = fmaf(x0.y, __uint_as_float(q[0] & 0xffff0000u), s);
+        s = fmaf(x0.z, __uint_as_float(q[1] << 16), s);
+        s = fmaf(x0.w, __uint_as_float(q[1] & 0xffff0000u), s);
+        s = fmaf(x1.x, __uint_as_float(q[2] << 16), s);
+        s = fmaf(x1.y, __uint_as_float(q[2] & 0xffff0000u), s);
+        s = fmaf(x1.z, __uint_as_float(q[3] << 16), s);
+        s = fmaf(x1.w, __uint_as_float(q[3] & 0xffff0000u), s);
+        acc[r][t] = s;
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+    for (int t = 0; t < TT; ++t) {
+      float s = acc[r][t];
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+      if (lane == 0 && t < a.tokens && n0 + r < a.n)
+        st(a.out, a.out_dtype, t * a.out_stride_t + h * a.out_stride_h + n0 + r, s);
+    }
+}
+
+template <int TT>
+void launch_gemv(const HeadMatmulArgs& a) {
+  const size_t smem = static_cast<size_t>(TT) * static_cast<size_t>(a.k) * sizeof(float);
+  const dim3 grid(static_cast<unsigned>((a.n + 8 * kGemvRows - 1) / (8 * kGemvRows)), static_cast<unsigned>(a.heads));
+  head_matmul_gemv_kernel<TT><<<grid, kThreads, smem>>>(a);
+  check_launch("head_matmul_gemv_kernel");
+}
+
 }  // namespace
 
 void copy_cast(const CopyCastArgs& a) {
@@ -150,6 +225,21 @@ void embed_rows(const EmbedRowsArgs& a) {
   if (a.tokens > 0x7fffffffLL) launch_error("embed_rows: too many tokens for one grid");
   embed_rows_kernel<<<static_cast<unsigned>(a.tokens), kThreads>>>(a);
   check_launch("embed_rows_kernel");
+}
+
+bool head_matmul_gemv(const HeadMatmulArgs& a) {
+  if (a.w_dtype != DType::BF16 || a.tokens < 1 || a.tokens > 8 || a.k % 8 != 0 || a.k * 8 > 8192 ||
+      reinterpret_cast<uintptr_t>(a.w) % 16 != 0 || a.heads > 65535 || (a.n + 31) / 32 > 0x7fffffffLL)
+    return false;
+  if (a.tokens == 1)
+    launch_gemv<1>(a);
+  else if (a.tokens == 2)
+    launch_gemv<2>(a);
+  else if (a.tokens <= 4)
+    launch_gemv<4>(a);
+  else
+    launch_gemv<8>(a);
+  return true;
 }
 
 void head_matmul(const HeadMatmulArgs& a) {

@@ -43,6 +43,9 @@ struct HeadMatmulArgs {
   DType x_dtype, w_dtype, out_dtype;
 };
 void head_matmul(const HeadMatmulArgs& a);
+// The decode route (T <= 8, bf16 w, K % 8 == 0, 8 * K <= 8192, 16-byte aligned w): a weight-
+// streaming GEMV kernel. Returns false, doing nothing, when the problem does not fit it.
+bool head_matmul_gemv(const HeadMatmulArgs& a);
 // The same through one cuBLASLt strided-batched GEMM (head_matmul_cublaslt.cpp; tensor cores).
 // Returns false, doing nothing, when it does not take the problem: not bf16 x and w, T < 2,
 // unaligned pointers or strides, or no algorithm.
