@@ -6,7 +6,8 @@
 //    section 3): w_uk [H][512][192] (transposed: q_nope -> 512-d latent query) and
 //    w_uv [H][256][512] (latent attention output -> v_head). Dequantized to f32 (CPU glue).
 //  - Routed experts experts.E.{gate,up,down}_proj are stacked into the grouped-GEMM layout of
-//    ops/moe (w13 [E][2I][H] gate rows then up rows, w2 [E][H][I], FP8 block scales alongside);
+//    ops/moe (w13 [E][2I][H] gate rows then up rows, w2 [E][H][I]; FP8 block scales alongside, or
+//    bf16 as stored for BF16 checkpoints: WeightFormat::BF16, never quantized);
 //    the shared expert and the dense MLP use the same layout with one "expert".
 //  - F32 copies of weights that ops want in bf16 (weights_proj, lm_head) are rounded to bf16.
 #pragma once
@@ -57,8 +58,8 @@ struct Weights {
 };
 
 // Builds the forward's weights from loaded checkpoint tensors (on the CPU) and moves them to
-// `device`. Throws dsa::Error naming the tensor when a format is not supported (BF16 routed
-// experts: the grouped GEMM takes FP8 or MXFP4 weights).
+// `device`. FP8 and BF16 checkpoints both load; a stack mixing the two formats (e.g. an expert
+// whose gate is FP8 and up BF16) throws dsa::Error naming the tensors.
 Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Device device);
 
 }  // namespace dsa::model::glm5
