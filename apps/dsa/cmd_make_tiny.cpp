@@ -3,7 +3,7 @@
 // safetensors, index) and validates it against the weight spec of its own config.json.
 // `--dtype bf16` (or `--bf16`) writes the BF16 twin of the FP8 model with the same seed: each
 // FP8 weight dequantized and rounded to bf16 (exact with power-of-two scales; GLM's fp32 scales
-// are powers of two only with --pow2-scales, else the twin is within 2^-9 relative per weight).
+// are powers of two only with --pow2-scales, else the twin is within 2^-8 relative per weight).
 // `--preset flash|pro|glm-5.1 [--layers N] [--fast-fill]` writes the real shapes instead (for
 // load-time measurements; a few layers are enough: V4-Flash is ~3.4 GiB per layer).
 #include <chrono>

@@ -1,8 +1,16 @@
-// The tiny GLM checkpoint shared by the glm5 tests: `dsa make-tiny --arch glm_moe_dsa --seed 1`
-// (FP8), written once per test process into a temp dir (removed at exit).
+// The tiny GLM checkpoints shared by the glm5 tests, written once per test process into temp
+// dirs (removed at exit):
+//  - glm5_tiny_dir(): `dsa make-tiny --arch glm_moe_dsa --seed 1` (FP8, what the golden files
+//    were made from);
+//  - glm5_tiny_bf16_dir(): its BF16 twin (`--dtype bf16 --seed 1`: the FP8 weights dequantized and
+//    rounded to bf16);
+//  - glm5_twin_dir(fp8): the pair `--seed 3 --pow2-scales` in FP8 and BF16, whose weights are
+//    exactly equal (power-of-two block scales make every dequantized e4m3 value a bf16 value).
 #pragma once
 #include <string>
 
 namespace dsa::test {
 const std::string& glm5_tiny_dir();
+const std::string& glm5_tiny_bf16_dir();
+const std::string& glm5_twin_dir(bool fp8);
 }

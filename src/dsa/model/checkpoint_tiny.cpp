@@ -246,7 +246,7 @@ void quantize_fp8(const std::vector<float>& w, int64_t out, int64_t in, Tensor& 
 // The BF16 twin of an FP8 linear: the same random matrix, quantized exactly as the FP8
 // checkpoint quantizes it (scale dtype `scale_dtype`), dequantized in fp32 and rounded to bf16.
 // With power-of-two scales e4m3 * 2^s has at most 4 significant bits and is exact in bf16; with
-// arbitrary fp32 scales the bf16 rounding adds at most 2^-9 relative error per weight.
+// arbitrary fp32 scales the bf16 rounding adds at most 2^-8 relative error per weight (bf16 keeps 8 significant bits).
 void bf16_twin_of_fp8(const std::vector<float>& w, const WeightSpec& s, DType scale_dtype, bool pow2, Tensor& out) {
   const int64_t rows = s.shape[0], cols = s.shape[1];
   Tensor q = Tensor::empty({rows, cols}, DType::E4M3);

@@ -32,7 +32,7 @@ struct TinyOptions {
   // false: BF16 everywhere (V4 experts stay MXFP4 unless fp4_experts=false). The BF16 checkpoint
   // is the twin of the FP8 one with the same seed and options: each weight that the FP8
   // checkpoint quantizes holds that FP8 weight dequantized and rounded to bf16 (exact with
-  // power-of-two scales: V4's UE8M0, or GLM with pow2_scales; else within 2^-9 relative); every
+  // power-of-two scales: V4's UE8M0, or GLM with pow2_scales; else within 2^-8 relative); every
   // other tensor is identical.
   bool fp8 = true;
   // GLM's fp32 weight_scale_inv rounded up to powers of two (as UE8M0 would be) instead of the
