@@ -12,9 +12,9 @@
 // grid is sized by the host-side upper bound) exit at once.
 //
 // Pipeline: K is walked in chunks of 128. Each chunk's activation tile (bf16, BM x 128), raw
-// weight tile (packed e2m1, e4m3 or bf16, BN x 128) and its scales (none for bf16) are copied with cp.async into one of
-// STAGES shared-memory stages (multi-stage ring: up to STAGES-1 chunks in flight, which is what
-// keeps HBM busy at decode where every weight byte is used once).
+// weight tile (packed e2m1, e4m3 or bf16, BN x 128) and its scales (none for bf16) are copied
+// with cp.async into one of STAGES shared-memory stages (multi-stage ring: up to STAGES-1 chunks
+// in flight, which is what keeps HBM busy at decode where every weight byte is used once).
 //
 // Dequantization happens in registers right before the MMA (KERNELS.md "MoE expert GEMM at
 // decode"). Lane (g, q) of a warp owns, per 8-row n-tile, weight row g and the 32 consecutive k
