@@ -1,6 +1,9 @@
-// `dsa make-tiny --arch deepseek_v4|glm_moe_dsa --out DIR [--seed N] [--bf16]`: writes a small
-// random checkpoint in the official format (config.json, sharded safetensors, index) and
-// validates it against the weight spec of its own config.json.
+// `dsa make-tiny --arch deepseek_v4|glm_moe_dsa --out DIR [--seed N] [--dtype fp8|bf16]
+// [--pow2-scales]`: writes a small random checkpoint in the official format (config.json, sharded
+// safetensors, index) and validates it against the weight spec of its own config.json.
+// `--dtype bf16` (or `--bf16`) writes the BF16 twin of the FP8 model with the same seed: each
+// FP8 weight dequantized and rounded to bf16 (exact with power-of-two scales; GLM's fp32 scales
+// are powers of two only with --pow2-scales, else the twin is within 2^-8 relative per weight).
 // `--preset flash|pro|glm-5.1 [--layers N] [--fast-fill]` writes the real shapes instead (for
 // load-time measurements; a few layers are enough: V4-Flash is ~3.4 GiB per layer).
 #include <chrono>
@@ -20,6 +23,8 @@ struct Args {
   std::string arch, out;
   uint64_t seed = 0;
   bool bf16 = false;
+  std::string dtype = "fp8";
+  bool pow2_scales = false;
   std::string preset = "tiny";
   int64_t layers = 0;
   bool fast_fill = false;
@@ -29,7 +34,9 @@ void run(const Args& a) {
   TinyOptions o;
   o.arch = a.arch;
   o.seed = a.seed;
-  o.fp8 = !a.bf16;
+  const bool bf16 = a.bf16 || a.dtype == "bf16";
+  o.fp8 = !bf16;
+  o.pow2_scales = a.pow2_scales;
   o.preset = a.preset;
   o.layers = a.layers;
   o.fast_fill = a.fast_fill;
@@ -47,7 +54,7 @@ void run(const Args& a) {
   weights::validate(c, specs).throw_if_invalid(a.out);
   std::printf("wrote %s: %s %s, %zu tensors, %.2f MiB in %zu shards (seed %llu, %s) in %.2f s; validated\n",
               a.out.c_str(), a.arch.c_str(), a.preset.c_str(), t.tensors, static_cast<double>(t.bytes) / (1024.0 * 1024.0), t.shards,
-              static_cast<unsigned long long>(a.seed), a.bf16 ? "bf16" : "fp8", secs);
+              static_cast<unsigned long long>(a.seed), bf16 ? "bf16" : "fp8", secs);
 }
 
 const bool registered = add_command([](CLI::App& app) {
@@ -58,7 +65,13 @@ const bool registered = add_command([](CLI::App& app) {
       ->check(CLI::IsMember({"deepseek_v4", "glm_moe_dsa"}));
   cmd->add_option("--out", a->out, "Output directory")->required();
   cmd->add_option("--seed", a->seed, "Random seed (default 0)");
-  cmd->add_flag("--bf16", a->bf16, "BF16 weights instead of FP8 (V4 routed experts stay MXFP4)");
+  cmd->add_option("--dtype", a->dtype,
+                  "fp8 (default) or bf16: the BF16 twin of the FP8 model with the same seed (its weights "
+                  "dequantized to bf16; V4 routed experts stay MXFP4)")
+      ->check(CLI::IsMember({"fp8", "bf16"}));
+  cmd->add_flag("--bf16", a->bf16, "Same as --dtype bf16");
+  cmd->add_flag("--pow2-scales", a->pow2_scales,
+                "GLM: power-of-two fp32 weight_scale_inv, so that the FP8 model and its BF16 twin hold equal weights");
   cmd->add_option("--preset", a->preset, "tiny (default), or real shapes: flash, pro (deepseek_v4), glm-5.1")
       ->check(CLI::IsMember({"tiny", "flash", "pro", "glm-5.1"}));
   cmd->add_option("--layers", a->layers, "Keep only the first N layers (presets)");

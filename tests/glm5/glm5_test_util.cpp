@@ -15,14 +15,15 @@ namespace {
 struct TinyDir {
   std::filesystem::path path;
   // dense: config.json's index_topk = kGlm5DenseTopk and num_experts_per_tok = n_routed_experts
-  // (the weights stay those of seed 1).
-  explicit TinyDir(const std::string& tag, bool dense = false) {
-    path = std::filesystem::temp_directory_path() / ("dsa_glm5_tiny" + tag + "_" + std::to_string(::getpid()));
+  // (the weights stay those of the seed).
+  TinyDir(const std::string& tag, uint64_t seed, bool fp8, bool pow2, bool dense = false) {
+    path = std::filesystem::temp_directory_path() / ("dsa_glm5_" + tag + "_" + std::to_string(::getpid()));
     std::filesystem::remove_all(path);
     TinyOptions o;
     o.arch = "glm_moe_dsa";
-    o.seed = 1;
-    o.fp8 = true;
+    o.seed = seed;
+    o.fp8 = fp8;
+    o.pow2_scales = pow2;
     make_tiny_checkpoint(o, path.string());
     if (dense) {
       const auto cfg_path = path / "config.json";
@@ -37,15 +38,27 @@ struct TinyDir {
 }  // namespace
 
 const std::string& glm5_tiny_dir() {
-  static TinyDir dir("");
+  static TinyDir dir("tiny", 1, true, false);
   static const std::string s = dir.path.string();
   return s;
 }
 
 const std::string& glm5_tiny_dense_dir() {
-  static TinyDir dir("_dense", true);
+  static TinyDir dir("tiny_dense", 1, true, false, true);
   static const std::string s = dir.path.string();
   return s;
+}
+
+const std::string& glm5_tiny_bf16_dir() {
+  static TinyDir dir("tiny_bf16", 1, false, false);
+  static const std::string s = dir.path.string();
+  return s;
+}
+
+const std::string& glm5_twin_dir(bool fp8) {
+  static TinyDir a("twin_fp8", 3, true, true), b("twin_bf16", 3, false, true);
+  static const std::string sa = a.path.string(), sb = b.path.string();
+  return fp8 ? sa : sb;
 }
 
 }  // namespace dsa::test

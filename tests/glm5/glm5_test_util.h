@@ -1,5 +1,16 @@
-// The tiny GLM checkpoint shared by the glm5 tests: `dsa make-tiny --arch glm_moe_dsa --seed 1`
-// (FP8), written once per test process into a temp dir (removed at exit).
+// The tiny GLM checkpoints shared by the glm5 tests, written once per test process into temp
+// dirs (removed at exit):
+//  - glm5_tiny_dir(): `dsa make-tiny --arch glm_moe_dsa --seed 1` (FP8, what the golden files
+//    were made from);
+//  - glm5_tiny_dense_dir(): the same weights with config.json's index_topk = kGlm5DenseTopk
+//    (>= every golden prompt + its decode steps, so the indexer keeps every visible key) and
+//    num_experts_per_tok = n_routed_experts (every token uses every expert): no discrete choice
+//    is left in the forward. The checkpoint of the *_dense golden files
+//    (scripts/golden/make_golden_glm5.py, DENSE_TOPK);
+//  - glm5_tiny_bf16_dir(): the BF16 twin of glm5_tiny_dir (`--dtype bf16 --seed 1`: the FP8
+//    weights dequantized and rounded to bf16);
+//  - glm5_twin_dir(fp8): the pair `--seed 3 --pow2-scales` in FP8 and BF16, whose weights are
+//    exactly equal (power-of-two block scales make every dequantized e4m3 value a bf16 value).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -7,10 +18,9 @@
 namespace dsa::test {
 const std::string& glm5_tiny_dir();
 
-// The same weights with config.json's index_topk = kGlm5DenseTopk (>= every golden prompt + its
-// decode steps, so the indexer keeps every visible key) and num_experts_per_tok = n_routed_experts
-// (every token uses every expert): no discrete choice is left in the forward. The checkpoint of the
-// *_dense golden files (scripts/golden/make_golden_glm5.py, DENSE_TOPK).
 constexpr int64_t kGlm5DenseTopk = 512;
 const std::string& glm5_tiny_dense_dir();
+
+const std::string& glm5_tiny_bf16_dir();
+const std::string& glm5_twin_dir(bool fp8);
 }  // namespace dsa::test

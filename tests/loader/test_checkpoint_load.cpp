@@ -174,3 +174,38 @@ TEST(CheckpointLoad, CudaCopiesKeepBytes) {
     ASSERT_TRUE(same_bytes(t, c.get(name))) << name;
   }
 }
+
+// GLM BF16 checkpoints (no quantization_config, no weight_scale_inv) load; an FP8 checkpoint
+// whose config lost its quantization_config is read as BF16 and refused with the tensors named:
+// the e4m3 weights by dtype and the weight_scale_inv tensors as unknown.
+TEST(CheckpointLoad, Glm5Bf16CheckpointAndFp8TensorsUnderABf16Config) {
+  test::TempDir dir;
+  TinyOptions o;
+  o.arch = "glm_moe_dsa";
+  o.fp8 = false;
+  make_tiny_checkpoint(o, dir.file("bf16"));
+  o.fp8 = true;
+  make_tiny_checkpoint(o, dir.file("fp8"));
+  LoadOptions lo;
+  lo.progress = false;
+  weights::Glm5Dims d;
+  LoadedWeights w = load_glm5(dir.file("bf16"), lo, &d);
+  EXPECT_FALSE(d.fp8);
+  EXPECT_EQ(w.tensors.size(), w.report.expected);
+  EXPECT_EQ(w.get("model.layers.2.mlp.experts.3.down_proj.weight").dtype(), DType::BF16);
+  EXPECT_FALSE(w.has("model.layers.0.self_attn.q_a_proj.weight_scale_inv"));
+
+  std::ifstream cin(dir.file("fp8/config.json"));
+  auto cfg = nlohmann::json::parse(cin);
+  cin.close();
+  cfg.erase("quantization_config");
+  std::ofstream(dir.file("fp8/config.json")) << cfg.dump();
+  const std::string e = error_of([&] { load_glm5(dir.file("fp8"), lo); });
+  EXPECT_HAS(e, "model.layers.0.mlp.gate_proj.weight");
+  EXPECT_HAS(e, "weight_scale_inv");
+  lo.strict = false;
+  LoadedWeights nw = load_glm5(dir.file("fp8"), lo);
+  EXPECT_NE(std::find(nw.report.unknown.begin(), nw.report.unknown.end(),
+                      "model.layers.2.mlp.experts.3.down_proj.weight_scale_inv"),
+            nw.report.unknown.end());
+}

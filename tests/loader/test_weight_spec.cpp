@@ -3,6 +3,8 @@
 #include <set>
 
 #include "common/testing.h"
+#include "dsa/core/dtype_conv.h"
+#include "dsa/formats/fp8_block.h"
 #include "dsa/model/checkpoint.h"
 #include "dsa/model/checkpoint_tiny.h"
 #include "dsa/model/weights/deepseek_v4.h"
@@ -313,4 +315,40 @@ TEST(WeightSpec, BuiltinConfigsMatchPresets) {
   p.indexer_full = g.indexer_full;  // the built-in's indexer schedule is the engine's choice
   expect_same(g, p);
   EXPECT_GT(weight_specs(model::builtin_model_config("glm-5.1")).size(), 10000u);
+}
+
+// The BF16 DeepSeek-V4 tiny checkpoint is the twin of the FP8 one with the same seed: every
+// weight that the FP8 checkpoint stores as e4m3 + UE8M0 scales holds exactly the dequantized
+// value (power-of-two scales: e4m3 * 2^s is a bf16 value), everything else is byte-identical
+// (MXFP4 experts included). This also pins that both draw the same random stream.
+TEST(TinyCheckpoint, DeepseekV4Bf16IsTheExactTwinOfFp8) {
+  test::TempDir dir;
+  TinyOptions o;
+  o.arch = "deepseek_v4";
+  o.seed = 2;
+  make_tiny_checkpoint(o, dir.file("fp8"));
+  o.fp8 = false;
+  make_tiny_checkpoint(o, dir.file("bf16"));
+  Checkpoint f = Checkpoint::open(dir.file("fp8")), b = Checkpoint::open(dir.file("bf16"));
+  size_t twins = 0;
+  for (const auto& name : b.names()) {
+    ASSERT_TRUE(f.has(name)) << name;
+    Tensor tf = f.get(name).contiguous(), tb = b.get(name).contiguous();
+    ASSERT_EQ(tf.shape(), tb.shape()) << name;
+    if (tf.dtype() != DType::E4M3) {
+      ASSERT_EQ(tf.dtype(), tb.dtype()) << name;
+      ASSERT_EQ(std::memcmp(tf.raw(), tb.raw(), tf.nbytes()), 0) << name;
+      continue;
+    }
+    ++twins;
+    ASSERT_EQ(tb.dtype(), DType::BF16) << name;
+    formats::Fp8BlockDequantParams p;
+    p.weight = tf;
+    p.scale = f.get(name.substr(0, name.size() - 7) + ".scale").contiguous();
+    p.out = Tensor::empty(tf.shape(), DType::F32);
+    formats::fp8_block_dequantize_cpu(p);
+    for (int64_t i = 0; i < tf.numel(); ++i)
+      ASSERT_EQ(bf16_bits_to_f32(tb.data<uint16_t>()[i]), p.out.data<float>()[i]) << name << " [" << i << "]";
+  }
+  EXPECT_GT(twins, 20u);
 }

@@ -48,6 +48,21 @@ inline ops::ExpertWeights random_fp8(int64_t E, int64_t N, int64_t K, Rng& rng, 
   return w;
 }
 
+// BF16: random bf16 weights with std ~ 1/sqrt(K) (unquantized checkpoints); no scale.
+inline ops::ExpertWeights random_bf16_experts(int64_t E, int64_t N, int64_t K, Rng& rng) {
+  ops::ExpertWeights w;
+  w.format = ops::WeightFormat::BF16;
+  w.weight = random_bf16({E, N, K}, rng, 2.f / std::sqrt(static_cast<float>(K)));
+  return w;
+}
+
+// Weights of format 0 MXFP4, 1 FP8 (f32 scales), 2 FP8 (UE8M0 scales), 3 BF16.
+inline ops::ExpertWeights random_experts(int fmt, int64_t E, int64_t N, int64_t K, Rng& rng, bool extreme = false) {
+  if (fmt == 0) return random_mxfp4(E, N, K, rng, extreme);
+  if (fmt == 3) return random_bf16_experts(E, N, K, rng);
+  return random_fp8(E, N, K, rng, fmt == 2);
+}
+
 // Independent dequantization of expert e: [N][K] floats.
 inline std::vector<float> dequant_ref(const ops::ExpertWeights& w, int64_t e) {
   const int64_t N = w.n(), K = w.k();
@@ -55,7 +70,9 @@ inline std::vector<float> dequant_ref(const ops::ExpertWeights& w, int64_t e) {
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) {
       float v;
-      if (w.format == ops::WeightFormat::MXFP4) {
+      if (w.format == ops::WeightFormat::BF16) {
+        v = bf16_bits_to_f32(w.weight.data<uint16_t>()[(e * N + n) * K + k]);
+      } else if (w.format == ops::WeightFormat::MXFP4) {
         const uint8_t b = w.weight.data<uint8_t>()[(e * N + n) * (K / 2) + k / 2];
         const int code = (k % 2 == 0) ? (b & 15) : (b >> 4);
         static const float mag[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
@@ -77,7 +94,7 @@ inline std::vector<float> dequant_ref(const ops::ExpertWeights& w, int64_t e) {
 inline ops::ExpertWeights to_device(const ops::ExpertWeights& w, Device d) {
   ops::ExpertWeights r = w;
   r.weight = w.weight.to(d);
-  r.scale = w.scale.to(d);
+  r.scale = w.scale.defined() ? w.scale.to(d) : Tensor();
   return r;
 }
 

@@ -1,6 +1,8 @@
-// Grouped expert GEMM: CPU reference against an independent dequantizer; CUDA (both tiles,
-// both formats, fused SwiGLU) against the CPU reference on the contiguous layout.
+// Grouped expert GEMM: CPU reference against an independent dequantizer; CUDA (every tile,
+// every weight format: MXFP4, FP8 block, BF16; fused SwiGLU) against the CPU reference on the
+// contiguous layout.
 #include <cmath>
+#include <cstring>
 
 #include "common/testing.h"
 #include "dsa/core/dtype_conv.h"
@@ -62,10 +64,10 @@ Case make_case(int64_t T, int64_t k, int64_t E, int64_t K, int mode, int64_t ali
 
 TEST(ExpertGemm, CpuMatchesIndependentReference) {
   Rng rng;
-  for (auto fmt : {0, 1, 2})
+  for (auto fmt : {0, 1, 2, 3})
     for (bool sw : {false, true}) {
       const int64_t T = 7, k = 2, E = 4, K = 256, N = 48;
-      ExpertWeights w = fmt == 0 ? random_mxfp4(E, N, K, rng) : random_fp8(E, N, K, rng, fmt == 2);
+      ExpertWeights w = random_experts(fmt, E, N, K, rng);
       Case c = make_case(T, k, E, K, 0, 16, rng);
       ExpertGemmParams p;
       p.fuse_swiglu = sw;
@@ -89,6 +91,88 @@ TEST(ExpertGemm, CpuMatchesIndependentReference) {
         }
       }
     }
+}
+
+// BF16 weights need no dequantization, so the CPU op must equal the exact double-precision sum
+// of bf16 x bf16 products rounded once to bf16 (bit for bit), on awkward layouts: odd expert
+// counts, T = 1, padding rows (-1), gathered rows including out-of-range sources (zero rows),
+// dense mode, fused SwiGLU with and without clamp.
+TEST(ExpertGemm, CpuBf16IsTheExactDoubleSum) {
+  Rng rng;
+  for (int64_t E : {1, 3, 5})
+    for (int64_t T : {1, 6, 33})
+      for (bool sw : {false, true}) {
+        const int64_t k = E == 1 ? 1 : 2, K = 256, N = 48;
+        const float limit = sw && T == 6 ? 0.f : 0.75f;
+        SCOPED_TRACE(testing::Message() << "E=" << E << " T=" << T << " swiglu=" << sw);
+        ExpertWeights w = random_bf16_experts(E, N, K, rng);
+        Case c = make_case(T, k, E, K, 0, 16, rng);
+        // Gather through the layout's src_token, with a few valid rows redirected out of range.
+        Tensor a_rows = c.layout.src_token.contiguous();
+        Tensor rows_copy = Tensor::empty(a_rows.shape(), DType::I32);
+        std::memcpy(rows_copy.raw(), a_rows.raw(), a_rows.nbytes());
+        for (int64_t r = 0; r < rows_copy.numel(); r += 5)
+          if (c.layout.m_indices.data<int32_t>()[r] >= 0) rows_copy.data<int32_t>()[r] = r % 2 ? -1 : static_cast<int32_t>(T + 3);
+        ExpertGemmParams p;
+        p.fuse_swiglu = sw;
+        p.swiglu_limit = limit;
+        p.m_alignment = 16;
+        const int64_t cols = sw ? N / 2 : N;
+        Tensor out = Tensor::empty({c.layout.rows_cap, cols}, DType::BF16);
+        poison(out);
+        expert_gemm(c.x, rows_copy, c.layout.m_indices, w, out, p);
+        int64_t checked = 0;
+        for (int64_t r = 0; r < c.layout.rows_cap; ++r) {
+          const int32_t e = c.layout.m_indices.data<int32_t>()[r];
+          if (e < 0) {
+            for (int64_t j = 0; j < cols; ++j) ASSERT_EQ(out.data<uint16_t>()[r * cols + j], 0xFFFF) << "padding row written";
+            continue;
+          }
+          const int32_t src = rows_copy.data<int32_t>()[r];
+          std::vector<float> want;
+          if (src < 0 || src >= T) {
+            want = std::vector<float>(static_cast<size_t>(cols), 0.f);  // zero activations (silu(0) * 0 too)
+          } else {
+            want = row_ref(dequant_ref(w, e), c.x, src, N, K, sw, limit);
+          }
+          for (int64_t j = 0; j < cols; ++j, ++checked) {
+            const uint16_t g = out.data<uint16_t>()[r * cols + j];
+            ASSERT_EQ(g, f32_to_bf16_bits(want[j])) << "row " << r << " col " << j << " got " << bf(out, r * cols + j)
+                                                    << " want " << want[j];
+          }
+        }
+        EXPECT_GT(checked, 0);
+      }
+  // Dense mode (no m_indices): one expert, every row.
+  ExpertWeights w = random_bf16_experts(1, 40, 128, rng);
+  Tensor x = random_bf16({3, 128}, rng), out = Tensor::empty({3, 40}, DType::BF16);
+  poison(out);
+  expert_gemm(x, Tensor(), Tensor(), w, out);
+  for (int64_t r = 0; r < 3; ++r) {
+    auto want = row_ref(dequant_ref(w, 0), x, r, 40, 128, false, 0.f);
+    for (int64_t j = 0; j < 40; ++j) ASSERT_EQ(out.data<uint16_t>()[r * 40 + j], f32_to_bf16_bits(want[j]));
+  }
+}
+
+TEST(ExpertGemm, Bf16ValidationAndBytes) {
+  Rng rng;
+  ExpertWeights w = random_bf16_experts(3, 16, 128, rng);
+  w.validate("t");
+  EXPECT_EQ(w.k(), 128);
+  EXPECT_EQ(w.bytes_per_expert(), 16 * 128 * 2);
+  ExpertWeights bad = w;
+  bad.scale = Tensor::empty({3, 1, 1}, DType::F32);
+  EXPECT_THROW(bad.validate("t"), Error);  // BF16 takes no scale
+  bad = w;
+  bad.weight = Tensor::empty({3, 16, 128}, DType::E4M3);
+  EXPECT_THROW(bad.validate("t"), Error);  // dtype must be bf16
+  bad = random_fp8(3, 16, 128, rng);
+  bad.format = WeightFormat::BF16;
+  EXPECT_THROW(bad.validate("t"), Error);
+  ExpertWeights fp8 = random_fp8(3, 16, 128, rng);
+  fp8.scale = Tensor();
+  EXPECT_THROW(fp8.validate("t"), Error);  // FP8 still needs its scale
+  EXPECT_STREQ(weight_format_name(WeightFormat::BF16), "bf16");
 }
 
 TEST(ExpertGemm, SwigluClampsAndStandaloneOp) {
@@ -122,10 +206,10 @@ TEST(ExpertGemmCuda, MatchesCpuAllFormatsTilesAndShapes) {
   const Device d = Device::cuda();
   for (int64_t T : {1, 7, 64, 1000})
     for (int mode : {0, 1, 2})
-      for (int fmt : {0, 1, 2}) {
-        if (T == 1000 && mode != 0 && fmt == 2) continue;  // keep the CPU reference time bounded
+      for (int fmt : {0, 1, 2, 3}) {
+        if (T == 1000 && mode != 0 && fmt >= 2) continue;  // keep the CPU reference time bounded
         const int64_t k = 4, E = 16, K = 384, N = 208;  // N: not a multiple of any tile width
-        ExpertWeights w = fmt == 0 ? random_mxfp4(E, N, K, rng, true) : random_fp8(E, N, K, rng, fmt == 2);
+        ExpertWeights w = random_experts(fmt, E, N, K, rng, true);
         ExpertWeights wd = to_device(w, d);
         Case c = make_case(T, k, E, K, mode, 64, rng);
         Tensor mi = c.layout.m_indices.to(d), src = c.layout.src_token.to(d), xd = c.x.to(d);
@@ -163,9 +247,9 @@ TEST(ExpertGemmCuda, DenseModeMatchesCpu) {
   Rng rng;
   const Device d = Device::cuda();
   for (int64_t T : {1, 7, 64, 333})
-    for (int fmt : {0, 1}) {
+    for (int fmt : {0, 1, 3}) {
       const int64_t K = 512, N = 136;
-      ExpertWeights w = fmt == 0 ? random_mxfp4(1, N, K, rng) : random_fp8(1, N, K, rng);
+      ExpertWeights w = random_experts(fmt, 1, N, K, rng);
       Tensor x = random_bf16({T, K}, rng);
       Tensor want = Tensor::empty({T, N}, DType::BF16);
       expert_gemm(x, Tensor(), Tensor(), w, want);
@@ -179,6 +263,56 @@ TEST(ExpertGemmCuda, DenseModeMatchesCpu) {
             << "T=" << T << " fmt=" << fmt << " tactic=" << tactic;
       }
     }
+}
+
+// BF16 weights on the GPU against the CPU op on awkward layouts: odd expert counts (1, 3, 5),
+// T = 1, padding rows (-1), gathered rows (including out-of-range sources: zero rows), one and
+// three K chunks, N not a multiple of the tile width, every tactic, SwiGLU fused or not.
+TEST(ExpertGemmCuda, Bf16MatchesCpuAwkwardLayouts) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  for (int64_t E : {1, 3, 5})
+    for (int64_t T : {1, 9, 130})
+      for (int64_t K : {128, 384}) {
+        const int64_t k = E == 1 ? 1 : 2, N = 80;  // N/2 = 40: partial 32-column SwiGLU tiles
+        ExpertWeights w = random_bf16_experts(E, N, K, rng);
+        ExpertWeights wd = to_device(w, d);
+        Case c = make_case(T, k, E, K, E >= 3 ? static_cast<int>(T % 3) : 0, 64, rng);
+        Tensor a_rows = Tensor::empty(c.layout.src_token.shape(), DType::I32);
+        std::memcpy(a_rows.raw(), c.layout.src_token.contiguous().raw(), a_rows.nbytes());
+        for (int64_t r = 0; r < a_rows.numel(); r += 7)
+          if (c.layout.m_indices.data<int32_t>()[r] >= 0) a_rows.data<int32_t>()[r] = r % 2 ? -1 : static_cast<int32_t>(T);
+        Tensor mi = c.layout.m_indices.to(d), src = a_rows.to(d), xd = c.x.to(d);
+        std::vector<int64_t> valid;
+        for (int64_t r = 0; r < c.layout.rows_cap; ++r)
+          if (c.layout.m_indices.data<int32_t>()[r] >= 0) valid.push_back(r);
+        for (bool sw : {false, true}) {
+          ExpertGemmParams p;
+          p.fuse_swiglu = sw;
+          p.swiglu_limit = sw ? 1.f : 0.f;
+          const int64_t cols = sw ? N / 2 : N;
+          Tensor want = Tensor::zeros({c.layout.rows_cap, cols}, DType::BF16);
+          expert_gemm(c.x, a_rows, c.layout.m_indices, w, want, p);
+          const double atol = 1e-2 * rms_bf16(want) + 1e-6;
+          for (int tactic : {-1, 0, 1, 2}) {
+            p.tactic = tactic;
+            Tensor got = Tensor::empty({c.layout.rows_cap, cols}, DType::BF16, d);
+            poison(got);
+            expert_gemm(xd, src, mi, wd, got, p);
+            Tensor gh = got.to(Device::cpu());
+            const std::string what = "E=" + std::to_string(E) + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
+                                     " swiglu=" + std::to_string(sw) + " tactic=" + std::to_string(tactic);
+            ASSERT_EQ(compare_bf16(gh, want, 1e-2, atol, what, &valid), 0) << what;
+            for (int64_t r = 0; r < c.layout.rows_cap; ++r) {
+              if (c.layout.m_indices.data<int32_t>()[r] >= 0) continue;
+              for (int64_t j = 0; j < cols; ++j) {
+                ASSERT_EQ(gh.data<uint16_t>()[r * cols + j], 0xFFFF) << what << ": padding row " << r << " written";
+              }
+            }
+          }
+        }
+      }
 }
 
 TEST(ExpertGemmCuda, SwigluOpMatchesCpu) {

@@ -1,5 +1,5 @@
 // Full MoE layer: CPU op against a per-token reference; CUDA against CPU (V4-like MXFP4 with
-// shared FP8 expert, GLM-like FP8 experts with sigmoid routing, hash layer); on CUDA the
+// shared FP8 expert, GLM-like FP8 or BF16 experts with sigmoid routing, hash layer); on CUDA the
 // default tactic asks the installed tactic chooser (tuned tactics) per routed GEMM.
 #include <cmath>
 #include <mutex>
@@ -22,7 +22,8 @@ struct Model {
   int64_t H, I, E;
 };
 
-Model make_model(bool glm, bool hash, int64_t H, int64_t I, int64_t E, int k, Rng& rng) {
+// bf16: GLM-like with unquantized (BF16) routed and shared experts.
+Model make_model(bool glm, bool hash, int64_t H, int64_t I, int64_t E, int k, Rng& rng, bool bf16 = false) {
   Model m;
   m.H = H;
   m.I = I;
@@ -37,6 +38,12 @@ Model make_model(bool glm, bool hash, int64_t H, int64_t I, int64_t E, int k, Rn
   m.w.w2 = glm ? random_fp8(E, H, I, rng) : random_mxfp4(E, H, I, rng);
   m.w.shared_w13 = random_fp8(1, 2 * I, H, rng, !glm);
   m.w.shared_w2 = random_fp8(1, H, I, rng, !glm);
+  if (bf16) {
+    m.w.w13 = random_bf16_experts(E, 2 * I, H, rng);
+    m.w.w2 = random_bf16_experts(E, H, I, rng);
+    m.w.shared_w13 = random_bf16_experts(1, 2 * I, H, rng);
+    m.w.shared_w2 = random_bf16_experts(1, H, I, rng);
+  }
   m.p.router = glm ? RouterParams{ScoreFunc::Sigmoid, k, 2.5f} : RouterParams{ScoreFunc::SqrtSoftplus, k, 1.5f};
   m.p.swiglu_limit = glm ? 0.f : 10.f;
   return m;
@@ -94,8 +101,9 @@ std::vector<float> token_ref(const Model& m, const Tensor& x, int64_t t, const i
 
 TEST(MoeLayer, CpuMatchesPerTokenReference) {
   Rng rng;
-  for (bool glm : {false, true}) {
-    Model m = make_model(glm, false, 128, 128, 8, glm ? 3 : 2, rng);
+  for (int variant : {0, 1, 2}) {  // V4 MXFP4, GLM FP8, GLM BF16
+    const bool glm = variant > 0;
+    Model m = make_model(glm, false, 128, 128, 8, glm ? 3 : 2, rng, variant == 2);
     const int64_t T = 5;
     Tensor x = random_bf16({T, m.H}, rng);
     Tensor out = Tensor::empty({T, m.H}, DType::BF16);
@@ -108,7 +116,7 @@ TEST(MoeLayer, CpuMatchesPerTokenReference) {
       for (int64_t h = 0; h < m.H; ++h) {
         const float g = bf(out, t * m.H + h);
         ASSERT_TRUE(std::isfinite(g));
-        ASSERT_NEAR(g, want[h], 2e-2 * std::fabs(want[h]) + 2e-3) << "glm=" << glm << " t=" << t << " h=" << h;
+        ASSERT_NEAR(g, want[h], 2e-2 * std::fabs(want[h]) + 2e-3) << "variant=" << variant << " t=" << t << " h=" << h;
       }
     }
   }
@@ -126,9 +134,9 @@ TEST(MoeLayerCuda, MatchesCpu) {
   DSA_REQUIRE_CUDA();
   Rng rng;
   const Device d = Device::cuda();
-  for (int variant : {0, 1, 2}) {  // V4 MXFP4, GLM FP8, V4 hash layer
-    const bool glm = variant == 1, hash = variant == 2;
-    Model m = make_model(glm, hash, 256, 128, 32, glm ? 8 : 6, rng);
+  for (int variant : {0, 1, 2, 3}) {  // V4 MXFP4, GLM FP8, V4 hash layer, GLM BF16
+    const bool glm = variant == 1 || variant == 3, hash = variant == 2;
+    Model m = make_model(glm, hash, 256, 128, 32, glm ? 8 : 6, rng, variant == 3);
     if (hash) m.p.alignment = 16;  // 16-row segments: only the 16-row tile is valid
     MoeLayerWeights wd = to_dev(m.w, d);
     for (int64_t T : {1, 7, 64, 1000}) {

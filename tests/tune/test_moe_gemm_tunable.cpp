@@ -47,13 +47,25 @@ MoeGemmTuneConfig small(ops::WeightFormat f, Device dev) {
 }  // namespace
 
 TEST(TuneMoeGemm, TunesOnTheCpuReferencePath) {
-  MoeGemmTunable op(small(ops::WeightFormat::MXFP4, Device::cpu()));
-  TuneOptions o;
-  o.timing.warmups = 0;
-  o.timing.repeats = 1;
-  BucketResult r = tune_bucket(op, {3}, o);
-  ASSERT_TRUE(r.ok) << r.error;
-  for (const auto& tt : r.timings) EXPECT_TRUE(tt.ok) << tt.tactic.description << ": " << tt.error;
+  for (auto f : {ops::WeightFormat::MXFP4, ops::WeightFormat::BF16}) {
+    MoeGemmTunable op(small(f, Device::cpu()));
+    SCOPED_TRACE(op.instance_key());
+    TuneOptions o;
+    o.timing.warmups = 0;
+    o.timing.repeats = 1;
+    BucketResult r = tune_bucket(op, {3}, o);
+    ASSERT_TRUE(r.ok) << r.error;
+    for (const auto& tt : r.timings) EXPECT_TRUE(tt.ok) << tt.tactic.description << ": " << tt.error;
+  }
+}
+
+TEST(TuneMoeGemm, Bf16ExpertsGetInstances) {
+  PlanModel m = load_plan_model("glm-5.1");
+  m.expert_dtype = "bf16";
+  auto t = make_moe_gemm_tunables(m, {}, 0);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0]->instance_key(), "bf16.e256.top8.n4096.k6144.a64.swiglu");
+  EXPECT_EQ(t[1]->instance_key(), "bf16.e256.top8.n6144.k2048.a64");
 }
 
 namespace {
@@ -61,7 +73,8 @@ namespace {
 std::string compare_with_reference(const MoeGemmTunable& op) {
   const auto& s = op.last_set();
   Tensor m_idx = s.layout.m_indices.to(Device::cpu()), src = s.layout.src_token.to(Device::cpu());
-  ops::ExpertWeights w{op.weights().format, op.weights().weight.to(Device::cpu()), op.weights().scale.to(Device::cpu())};
+  const Tensor& sc = op.weights().scale;
+  ops::ExpertWeights w{op.weights().format, op.weights().weight.to(Device::cpu()), sc.defined() ? sc.to(Device::cpu()) : Tensor()};
   Tensor a = op.activations().to(Device::cpu());
   Tensor want = Tensor::empty(s.out.shape(), DType::BF16);
   want.fill_bytes(0);
@@ -86,7 +99,7 @@ std::string compare_with_reference(const MoeGemmTunable& op) {
 
 TEST(TuneMoeGemm, CudaEveryTacticMatchesTheReference) {
   DSA_REQUIRE_CUDA();
-  for (auto f : {ops::WeightFormat::MXFP4, ops::WeightFormat::FP8Block})
+  for (auto f : {ops::WeightFormat::MXFP4, ops::WeightFormat::FP8Block, ops::WeightFormat::BF16})
     for (bool swiglu : {true, false}) {
       MoeGemmTuneConfig c = small(f, Device::cuda(0));
       c.fuse_swiglu = swiglu;

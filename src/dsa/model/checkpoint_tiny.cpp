@@ -233,13 +233,30 @@ std::vector<float> random_matrix(Gen& g, int64_t out, int64_t in) {
 // Quantization goes through dsa::formats (the engine's own FP8-block and MXFP4 encoders):
 // FP8 scale = amax / 448 per 128x128 block, a power of two for UE8M0 and exact for GLM's fp32
 // weight_scale_inv; MXFP4 scale = 2^ceil(log2(amax / 6)) per 32 values, low nibble first.
-void quantize_fp8(const std::vector<float>& w, int64_t out, int64_t in, Tensor& q, Tensor& scale) {
+// `pow2`: fp32 scales rounded up to a power of two too (TinyOptions::pow2_scales).
+void quantize_fp8(const std::vector<float>& w, int64_t out, int64_t in, Tensor& q, Tensor& scale, bool pow2) {
   formats::Fp8BlockQuantParams p;
   p.in = Tensor::from_blob(const_cast<float*>(w.data()), {out, in}, DType::F32);
   p.weight = q;
   p.scale = scale;
-  p.rounding = scale.dtype() == DType::E8M0 ? formats::ScaleRounding::Pow2Ceil : formats::ScaleRounding::Exact;
+  p.rounding = scale.dtype() == DType::E8M0 || pow2 ? formats::ScaleRounding::Pow2Ceil : formats::ScaleRounding::Exact;
   formats::fp8_block_quantize(p);
+}
+
+// The BF16 twin of an FP8 linear: the same random matrix, quantized exactly as the FP8
+// checkpoint quantizes it (scale dtype `scale_dtype`), dequantized in fp32 and rounded to bf16.
+// With power-of-two scales e4m3 * 2^s has at most 4 significant bits and is exact in bf16; with
+// arbitrary fp32 scales the bf16 rounding adds at most 2^-8 relative error per weight (bf16 keeps 8 significant bits).
+void bf16_twin_of_fp8(const std::vector<float>& w, const WeightSpec& s, DType scale_dtype, bool pow2, Tensor& out) {
+  const int64_t rows = s.shape[0], cols = s.shape[1];
+  Tensor q = Tensor::empty({rows, cols}, DType::E4M3);
+  Tensor scale = Tensor::empty(formats::fp8_block_scale_shape(rows, cols), scale_dtype);
+  quantize_fp8(w, rows, cols, q, scale, pow2);
+  formats::Fp8BlockDequantParams p;
+  p.weight = q;
+  p.scale = scale;
+  p.out = out;
+  formats::fp8_block_dequantize_cpu(p);
 }
 
 void quantize_mxfp4(const std::vector<float>& w, int64_t out, int64_t in, Tensor& q, Tensor& scale) {
@@ -337,7 +354,7 @@ void fast_fill(Fast& f, const WeightSpec& s, Tensor& t, int64_t n_experts, Gen& 
 
 TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& dir) {
   TinyCheckpoint out;
-  std::vector<WeightSpec> specs;
+  std::vector<WeightSpec> specs, fp8_specs;  // fp8_specs: the same model's FP8 layout
   int64_t n_experts = 0;
   if (opt.arch == "deepseek_v4") {
     auto d = opt.preset == "tiny" ? tiny_deepseek_v4_dims() : preset_deepseek_v4_dims(opt.preset);
@@ -345,8 +362,10 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
     d.compress_ratios.resize(static_cast<size_t>(d.layers));
     for (int64_t m = 0; m < d.mtp_layers; ++m) d.compress_ratios.push_back(0);
     if (opt.preset != "tiny") d.hash_layers = std::min(d.hash_layers, d.layers);
-    d.fp8 = opt.fp8;
     d.fp4_experts = opt.fp4_experts;
+    d.fp8 = true;
+    fp8_specs = weights::deepseek_v4_weight_specs(d);
+    d.fp8 = opt.fp8;
     specs = weights::deepseek_v4_weight_specs(d);
     const bool tiny = opt.preset == "tiny";
     out.config = deepseek_v4_config_json(d, tiny ? 4 : (opt.preset == "pro" ? 1024 : 512), 128,
@@ -359,6 +378,8 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
       d.indexer_full.resize(static_cast<size_t>(d.layers), true);
       d.first_dense = std::min(d.first_dense, d.layers);
     }
+    d.fp8 = true;
+    fp8_specs = weights::glm5_weight_specs(d);
     d.fp8 = opt.fp8;
     specs = weights::glm5_weight_specs(d);
     out.config = glm5_config_json(d, opt.preset == "tiny" ? 4 : 2048);
@@ -386,6 +407,24 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
       DSA_CHECK(s.dtype != DType::E8M0, "make-tiny: scale {} without its weight", s.name);
     }
     units.push_back(std::move(u));
+  }
+  // BF16 checkpoints are the twins of the FP8 ones: every BF16 weight that is FP8 in the FP8
+  // layout takes that FP8 weight's dequantized values (name -> its scale dtype). The FP8 layout
+  // lists the same tensors in the same order plus scales (generated with their weights, drawing
+  // nothing), so both draw the same random stream and describe the same model.
+  std::map<std::string, DType> fp8_twin;
+  if (!opt.fp8) {
+    std::map<std::string, const WeightSpec*> fp8_by_name;
+    for (const auto& s : fp8_specs) fp8_by_name[s.name] = &s;
+    for (const auto& s : specs) {
+      auto it = fp8_by_name.find(s.name);
+      if (s.dtype != DType::BF16 || it == fp8_by_name.end() || it->second->dtype != DType::E4M3) continue;
+      const std::string base = s.name.substr(0, s.name.size() - std::string(".weight").size());
+      const WeightSpec* sc = fp8_by_name.count(base + ".scale") ? fp8_by_name[base + ".scale"]
+                                                                 : fp8_by_name[base + ".weight_scale_inv"];
+      DSA_CHECK(sc && s.shape.size() == 2 && it->second->shape == s.shape, "make-tiny: no FP8 twin layout for {}", s.name);
+      fp8_twin[s.name] = sc->dtype;
+    }
   }
   std::vector<uint64_t> sizes;
   for (const auto& u : units) {
@@ -420,15 +459,18 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
           if (sc.dtype == DType::F32)
             for (int64_t i = 0; i < scale.numel(); ++i) scale.data<float>()[i] = 1.f / 256;
         } else if (s.dtype == DType::E4M3) {
-          quantize_fp8(random_matrix(g, s.shape[0], s.shape[1]), s.shape[0], s.shape[1], t, scale);
+          quantize_fp8(random_matrix(g, s.shape[0], s.shape[1]), s.shape[0], s.shape[1], t, scale, opt.pow2_scales);
         } else {
           quantize_mxfp4(random_matrix(g, s.shape[0], s.shape[1] * 2), s.shape[0], s.shape[1] * 2, t, scale);
         }
         part.emplace_back(s.name, t);
         part.emplace_back(sc.name, scale);
       } else {
+        auto twin = fp8_twin.find(s.name);
         if (opt.fast_fill)
           fast_fill(fast, s, t, n_experts, g);
+        else if (twin != fp8_twin.end())  // draws the same numbers as the FP8 unit would
+          bf16_twin_of_fp8(random_matrix(g, s.shape[0], s.shape[1]), s, twin->second, opt.pow2_scales, t);
         else
           fill_other(g, s, t, n_experts);
         part.emplace_back(s.name, t);

@@ -29,7 +29,15 @@ struct TinyOptions {
   bool fast_fill = false;    // cheap pseudo-random bytes instead of quantized normal weights
   bool verbose = false;      // a line per shard on stderr
   uint64_t seed = 0;
-  bool fp8 = true;           // false: BF16 everywhere (V4 experts stay MXFP4 unless fp4_experts=false)
+  // false: BF16 everywhere (V4 experts stay MXFP4 unless fp4_experts=false). The BF16 checkpoint
+  // is the twin of the FP8 one with the same seed and options: each weight that the FP8
+  // checkpoint quantizes holds that FP8 weight dequantized and rounded to bf16 (exact with
+  // power-of-two scales: V4's UE8M0, or GLM with pow2_scales; else within 2^-8 relative); every
+  // other tensor is identical.
+  bool fp8 = true;
+  // GLM's fp32 weight_scale_inv rounded up to powers of two (as UE8M0 would be) instead of the
+  // exact amax / 448: then FP8 and BF16 twins hold exactly the same weights.
+  bool pow2_scales = false;
   bool fp4_experts = true;   // V4 only
   uint64_t max_shard_bytes = 4u << 20;  // several shards even for a tiny model
 };

@@ -30,7 +30,7 @@ MoeGemmTunable::MoeGemmTunable(MoeGemmTuneConfig c) : cfg_(std::move(c)) {
 }
 
 std::string MoeGemmTunable::instance_key() const {
-  return fmt::format("{}.e{}.top{}.n{}.k{}.a{}{}", cfg_.format == ops::WeightFormat::MXFP4 ? "mxfp4" : "fp8",
+  return fmt::format("{}.e{}.top{}.n{}.k{}.a{}{}", ops::weight_format_name(cfg_.format),
                      cfg_.experts, cfg_.topk, cfg_.n, cfg_.k, cfg_.alignment, cfg_.fuse_swiglu ? ".swiglu" : "");
 }
 
@@ -51,6 +51,10 @@ void MoeGemmTunable::prepare(const Dims& dims) {
       w_.scale = Tensor::empty({cfg_.experts, cfg_.n, cfg_.k / 32}, DType::U8, dev);
       ops::random_fill_bytes(w_.weight, 11);
       ops::random_fill_bytes(w_.scale, 12, 120, 124);  // UE8M0 2^-7 .. 2^-3
+    } else if (cfg_.format == ops::WeightFormat::BF16) {
+      w_.weight = Tensor::empty({cfg_.experts, cfg_.n, cfg_.k}, DType::BF16, dev);
+      w_.scale = Tensor();
+      ops::random_fill_bf16(w_.weight, 11, 0.05f);
     } else {
       w_.weight = Tensor::empty({cfg_.experts, cfg_.n, cfg_.k}, DType::E4M3, dev);
       w_.scale = Tensor::empty({cfg_.experts, (cfg_.n + 127) / 128, cfg_.k / 128}, DType::F32, dev);
@@ -115,7 +119,8 @@ std::vector<std::unique_ptr<TunableOp>> make_moe_gemm_tunables(const PlanModel& 
   ops::WeightFormat format;
   if (model.expert_dtype == "fp4") format = ops::WeightFormat::MXFP4;
   else if (model.expert_dtype == "fp8") format = ops::WeightFormat::FP8Block;
-  else return out;  // bf16 experts: no tunable kernel
+  else if (model.expert_dtype == "bf16") format = ops::WeightFormat::BF16;
+  else return out;
   for (bool gate_up : {true, false}) {
     MoeGemmTuneConfig c;
     c.format = format;

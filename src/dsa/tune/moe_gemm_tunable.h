@@ -63,7 +63,7 @@ class MoeGemmTunable : public TunableOp {
   size_t next_ = 0, last_ = 0;
 };
 
-// The gate/up and down instances for `model` (none when its experts are not MXFP4/FP8).
+// The gate/up and down instances for `model` (experts MXFP4, FP8 or BF16; none otherwise).
 std::vector<std::unique_ptr<TunableOp>> make_moe_gemm_tunables(const PlanModel& model, const EngineLimits& limits,
                                                                int device);
 

@@ -51,16 +51,40 @@ Tensor dequant_f32(const Linear& l) {
   return out;
 }
 
-// Stacks per-expert FP8 linears into the grouped-GEMM layout; `pairs` > 1 concatenates several
-// linears of one expert along N (gate then up). Each part's rows must fill whole 128-row scale
-// blocks so that the concatenated scale grid lines up.
-ops::ExpertWeights stack_fp8(const std::vector<std::vector<const Linear*>>& experts, const std::string& what) {
+// Stacks per-expert linears into the grouped-GEMM layout ([E][N][K], expert e's linears
+// concatenated along N: gate then up). FP8 checkpoints keep their e4m3 bytes and block scales
+// (each part's rows must fill whole 128-row scale blocks so that the concatenated scale grid
+// lines up); BF16 checkpoints keep their bf16 values (WeightFormat::BF16, no quantization).
+// Every linear of one stack must have the format of the first.
+ops::ExpertWeights stack_bf16(const std::vector<std::vector<const Linear*>>& experts, const std::string& what) {
   const Linear& first = *experts.at(0).at(0);
-  DSA_CHECK(first.is_fp8(), "glm5: {} is not FP8; the grouped expert GEMM takes FP8 block-scaled (or MXFP4) "
-                            "weights, BF16 MLP/expert checkpoints are not supported yet", what);
+  int64_t N = 0;
+  for (const Linear* l : experts[0]) N += l->out;
+  const int64_t E = static_cast<int64_t>(experts.size()), K = first.in;
+  ops::ExpertWeights w;
+  w.format = ops::WeightFormat::BF16;
+  w.weight = Tensor::empty({E, N, K}, DType::BF16);
+  for (int64_t e = 0; e < E; ++e) {
+    char* wd = static_cast<char*>(w.weight.select(0, e).raw());
+    int64_t n = 0;
+    for (const Linear* l : experts[e]) {
+      DSA_CHECK(!l->is_fp8() && l->in == K, "glm5: {}: expert {} mixes FP8 and BF16 weights or widths", what, e);
+      const Tensor lw = l->bf16.contiguous();
+      std::memcpy(wd, lw.raw(), lw.nbytes());
+      wd += lw.nbytes();
+      n += l->out;
+    }
+    DSA_CHECK(n == N, "glm5: {}: expert {} has {} output rows, expert 0 has {}", what, e, n, N);
+  }
+  return w;
+}
+
+ops::ExpertWeights stack_experts(const std::vector<std::vector<const Linear*>>& experts, const std::string& what) {
+  const Linear& first = *experts.at(0).at(0);
+  if (!first.is_fp8()) return stack_bf16(experts, what);
   int64_t N = 0;
   for (const Linear* l : experts[0]) {
-    DSA_CHECK(l->is_fp8() && l->in == first.in, "glm5: {}: mixed formats or widths", what);
+    DSA_CHECK(l->is_fp8() && l->in == first.in, "glm5: {}: mixes FP8 and BF16 weights or widths", what);
     DSA_CHECK(experts[0].size() == 1 || l->out % 128 == 0,
               "glm5: {}: width {} is not a multiple of 128, so gate/up cannot share one scale grid", what, l->out);
     N += l->out;
@@ -75,6 +99,7 @@ ops::ExpertWeights stack_fp8(const std::vector<std::vector<const Linear*>>& expe
     char* wd = static_cast<char*>(w.weight.select(0, e).raw());
     char* sd = static_cast<char*>(w.scale.select(0, e).raw());
     for (const Linear* l : experts[e]) {
+      DSA_CHECK(l->is_fp8(), "glm5: {}: expert {} mixes FP8 and BF16 weights", what, e);
       Tensor lw = l->fp8.weight.contiguous(), ls = l->fp8.scale.contiguous();
       std::memcpy(wd, lw.raw(), lw.nbytes());
       std::memcpy(sd, ls.raw(), ls.nbytes());
@@ -88,7 +113,7 @@ ops::ExpertWeights stack_fp8(const std::vector<std::vector<const Linear*>>& expe
 ops::ExpertWeights expert_to(const ops::ExpertWeights& w, Device dev) {
   ops::ExpertWeights o = w;
   o.weight = w.weight.to(dev);
-  o.scale = w.scale.to(dev);
+  o.scale = w.scale.defined() ? w.scale.to(dev) : Tensor();  // BF16: no scale
   return o;
 }
 
@@ -177,8 +202,8 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
     L.dense = l < d.first_dense;
     if (L.dense) {
       const Linear g = linear(m + "gate_proj"), u = linear(m + "up_proj"), dn = linear(m + "down_proj");
-      L.moe.shared_w13 = expert_to(stack_fp8({{&g, &u}}, m + "gate_proj/up_proj"), dev);
-      L.moe.shared_w2 = expert_to(stack_fp8({{&dn}}, m + "down_proj"), dev);
+      L.moe.shared_w13 = expert_to(stack_experts({{&g, &u}}, m + "gate_proj/up_proj"), dev);
+      L.moe.shared_w2 = expert_to(stack_experts({{&dn}}, m + "down_proj"), dev);
     } else {
       L.moe.gate = get(m + "gate.weight").to(dev);
       L.moe.gate_bias = get(m + "gate.e_score_correction_bias").to(dev);
@@ -192,13 +217,13 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
         w13.push_back({&lin[3 * e], &lin[3 * e + 1]});
         w2.push_back({&lin[3 * e + 2]});
       }
-      L.moe.w13 = expert_to(stack_fp8(w13, m + "experts.*.gate_proj/up_proj"), dev);
-      L.moe.w2 = expert_to(stack_fp8(w2, m + "experts.*.down_proj"), dev);
+      L.moe.w13 = expert_to(stack_experts(w13, m + "experts.*.gate_proj/up_proj"), dev);
+      L.moe.w2 = expert_to(stack_experts(w2, m + "experts.*.down_proj"), dev);
       if (d.shared_experts > 0) {
         const Linear g = linear(m + "shared_experts.gate_proj"), u = linear(m + "shared_experts.up_proj"),
                      dn = linear(m + "shared_experts.down_proj");
-        L.moe.shared_w13 = expert_to(stack_fp8({{&g, &u}}, m + "shared_experts.gate_proj/up_proj"), dev);
-        L.moe.shared_w2 = expert_to(stack_fp8({{&dn}}, m + "shared_experts.down_proj"), dev);
+        L.moe.shared_w13 = expert_to(stack_experts({{&g, &u}}, m + "shared_experts.gate_proj/up_proj"), dev);
+        L.moe.shared_w2 = expert_to(stack_experts({{&dn}}, m + "shared_experts.down_proj"), dev);
       }
     }
     W.layers.push_back(std::move(L));

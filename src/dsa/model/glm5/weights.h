@@ -8,7 +8,8 @@
 //    (the CPU default: the reference path) or rounded once to bf16 (the CUDA default: half the
 //    memory, 59 -> 29 MB per layer at 64 heads, and half the bytes each decode step reads).
 //  - Routed experts experts.E.{gate,up,down}_proj are stacked into the grouped-GEMM layout of
-//    ops/moe (w13 [E][2I][H] gate rows then up rows, w2 [E][H][I], FP8 block scales alongside);
+//    ops/moe (w13 [E][2I][H] gate rows then up rows, w2 [E][H][I]; FP8 block scales alongside, or
+//    bf16 as stored for BF16 checkpoints: WeightFormat::BF16, never quantized);
 //    the shared expert and the dense MLP use the same layout with one "expert".
 //  - F32 copies of weights that ops want in bf16 (weights_proj, lm_head) are rounded to bf16.
 #pragma once
@@ -60,9 +61,9 @@ struct Weights {
 };
 
 // Builds the forward's weights from loaded checkpoint tensors (on the CPU) and moves them to
-// `device`. Throws dsa::Error naming the tensor when a format is not supported (BF16 routed
-// experts: the grouped GEMM takes FP8 or MXFP4 weights). `absorbed`: dtype of w_uk / w_uv (f32 or
-// bf16); unset = f32 on the CPU, bf16 on CUDA.
+// `device`. FP8 and BF16 checkpoints both load; a stack mixing the two formats (e.g. an expert
+// whose gate is FP8 and up BF16) throws dsa::Error naming the tensors. `absorbed`: dtype of
+// w_uk / w_uv (f32 or bf16); unset = f32 on the CPU, bf16 on CUDA.
 Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Device device,
                       std::optional<DType> absorbed = std::nullopt);
 

@@ -94,6 +94,9 @@ void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices,
   if (w.format == WeightFormat::MXFP4) {
     args.scale = w.scale.raw();
     egemm::launch_mxfp4(args, tile);
+  } else if (w.format == WeightFormat::BF16) {
+    args.scale = nullptr;
+    egemm::launch_bf16(args, tile);
   } else {
     if (w.scale.dtype() == DType::F32) {
       args.scale = w.scale.raw();

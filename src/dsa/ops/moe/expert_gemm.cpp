@@ -13,14 +13,30 @@ namespace dsa::ops {
 
 static bool is_byte(DType t) { return t == DType::U8 || t == DType::I8 || t == DType::FP4X2 || t == DType::E8M0; }
 
+const char* weight_format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::MXFP4: return "mxfp4";
+    case WeightFormat::FP8Block: return "fp8";
+    case WeightFormat::BF16: return "bf16";
+  }
+  return "?";
+}
+
 void ExpertWeights::validate(const char* what) const {
   DSA_CHECK(weight.defined() && weight.dim() == 3 && weight.is_contiguous(), "{}: weight must be contiguous [E][N][K..], got {}",
             what, weight.defined() ? weight.str() : "undefined");
+  const int64_t E = weight.size(0), N = weight.size(1);
+  if (format == WeightFormat::BF16) {
+    DSA_CHECK(weight.dtype() == DType::BF16, "{}: BF16 weight dtype must be BF16, got {}", what, dtype_name(weight.dtype()));
+    DSA_CHECK(!scale.defined(), "{}: BF16 weights take no scale, got {}", what, scale.str());
+    return;
+  }
+  DSA_CHECK(format == WeightFormat::MXFP4 || format == WeightFormat::FP8Block, "{}: unknown weight format {}", what,
+            static_cast<int>(format));
   DSA_CHECK(scale.defined() && scale.dim() == 3 && scale.is_contiguous(), "{}: scale must be contiguous 3-D, got {}", what,
             scale.defined() ? scale.str() : "undefined");
   DSA_CHECK(scale.device() == weight.device(), "{}: scale on {} but weight on {}", what, scale.device().str(),
             weight.device().str());
-  const int64_t E = weight.size(0), N = weight.size(1);
   if (format == WeightFormat::MXFP4) {
     DSA_CHECK(is_byte(weight.dtype()) && weight.dtype() != DType::E8M0, "{}: MXFP4 weight dtype must be I8/U8/FP4X2, got {}",
               what, dtype_name(weight.dtype()));
@@ -43,7 +59,8 @@ void ExpertWeights::validate(const char* what) const {
 }
 
 int64_t ExpertWeights::bytes_per_expert() const {
-  return static_cast<int64_t>((weight.nbytes() + scale.nbytes()) / static_cast<size_t>(weight.size(0)));
+  const size_t s = scale.defined() ? scale.nbytes() : 0;
+  return static_cast<int64_t>((weight.nbytes() + s) / static_cast<size_t>(weight.size(0)));
 }
 
 static float fp8_scale_at(const ExpertWeights& w, int64_t e, int64_t nb, int64_t kb) {
@@ -68,6 +85,9 @@ Tensor dequantize_expert_f32(const ExpertWeights& w, int64_t e) {
         uint8_t code = (k & 1) ? (byte >> 4) : (byte & 0xF);
         o[n * K + k] = e2m1_to_f32(code) * ue8m0_to_f32(s[n * (K / 32) + k / 32]);
       }
+  } else if (w.format == WeightFormat::BF16) {
+    const uint16_t* p = w.weight.data<uint16_t>() + e * N * K;
+    for (int64_t i = 0; i < N * K; ++i) o[i] = bf16_bits_to_f32(p[i]);
   } else {
     const uint8_t* p = w.weight.data<uint8_t>() + e * N * K;
     for (int64_t n = 0; n < N; ++n)

@@ -8,10 +8,13 @@
 //   MXFP4:    weight [E][N][K/2] bytes (I8/U8/FP4X2), two e2m1 per byte, low nibble = even k;
 //             scale [E][N][K/32] UE8M0 bytes (E8M0/U8).
 //   FP8Block: weight [E][N][K] e4m3; scale [E][ceil(N/128)][K/128] f32 or UE8M0 (E8M0/U8).
+//   BF16:     weight [E][N][K] bf16 (unquantized checkpoints, e.g. GLM-5 bf16); no scale (the
+//             scale tensor must be undefined).
 // Activations a: [rows_a][K] bf16; out: [rows][N] bf16, or [rows][N/2] with fuse_swiglu, where
 // rows 0..N/2-1 of W are the gate projection and N/2..N-1 the up projection and the output is
 // silu(min(gate, L)) * clamp(up, -L, L) (L = swiglu_limit; 0 = no clamp), computed from the fp32
-// accumulators. Accumulation is fp32 over exactly dequantized weights (bf16 x bf16 products).
+// accumulators. Accumulation is fp32 over exactly dequantized weights (bf16 x bf16 products; BF16
+// weights are used as they are).
 // K must be a multiple of 128 and N a multiple of 8 (16 with fuse_swiglu).
 #pragma once
 #include <cstdint>
@@ -20,12 +23,14 @@
 
 namespace dsa::ops {
 
-enum class WeightFormat { MXFP4, FP8Block };
+enum class WeightFormat { MXFP4, FP8Block, BF16 };
+
+const char* weight_format_name(WeightFormat f);  // "mxfp4", "fp8", "bf16"
 
 struct ExpertWeights {
   WeightFormat format = WeightFormat::MXFP4;
   Tensor weight;
-  Tensor scale;
+  Tensor scale;  // undefined for BF16
   int64_t experts() const { return weight.size(0); }
   int64_t n() const { return weight.size(1); }
   int64_t k() const { return format == WeightFormat::MXFP4 ? weight.size(2) * 2 : weight.size(2); }

@@ -10,8 +10,8 @@ struct Args {
   const int32_t* a_rows;     // optional gather index [rows]
   const int32_t* m_indices;  // optional expert of each row [rows]; null = dense, expert 0
   int64_t rows;
-  const uint8_t* w;
-  const void* scale;  // MXFP4: u8 [E][N][K/32]; FP8: f32 [E][ceil(N/128)][K/128]
+  const uint8_t* w;  // weight bytes: packed e2m1, e4m3 or bf16 [E][N][K]
+  const void* scale;  // MXFP4: u8 [E][N][K/32]; FP8: f32 [E][ceil(N/128)][K/128]; BF16: unused
   int E, N, K;
   void* out;  // bf16 [rows][ldo]
   int ldo;
@@ -22,6 +22,7 @@ struct Args {
 // tile 0: 16-row tiles (decode); tile 1: 64-row tiles (prefill).
 void launch_mxfp4(const Args& a, int tile);
 void launch_fp8(const Args& a, int tile);
+void launch_bf16(const Args& a, int tile);
 void launch_ue8m0_to_f32(const uint8_t* in, float* out, int64_t n);
 
 }  // namespace dsa::ops::cuda::egemm

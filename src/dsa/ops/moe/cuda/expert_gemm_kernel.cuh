@@ -12,9 +12,9 @@
 // grid is sized by the host-side upper bound) exit at once.
 //
 // Pipeline: K is walked in chunks of 128. Each chunk's activation tile (bf16, BM x 128), raw
-// weight tile (packed e2m1 or e4m3, BN x 128) and its scales are copied with cp.async into one of
-// STAGES shared-memory stages (multi-stage ring: up to STAGES-1 chunks in flight, which is what
-// keeps HBM busy at decode where every weight byte is used once).
+// weight tile (packed e2m1, e4m3 or bf16, BN x 128) and its scales (none for bf16) are copied
+// with cp.async into one of STAGES shared-memory stages (multi-stage ring: up to STAGES-1 chunks
+// in flight, which is what keeps HBM busy at decode where every weight byte is used once).
 //
 // Dequantization happens in registers right before the MMA (KERNELS.md "MoE expert GEMM at
 // decode"). Lane (g, q) of a warp owns, per 8-row n-tile, weight row g and the 32 consecutive k
@@ -29,6 +29,8 @@
 //   e4m3: bf16 bits = sign<<15 | (code&0x7f)<<4 is the value times 2^-120; pairs (k_i, k_i+2);
 //         multiplied by 2^120, and the fp32 128x128 block scale is applied to a per-chunk fp32
 //         partial sum (exact for any fp32 scale).
+//   bf16 (unquantized weights): nothing to dequantize; the weight tile is bf16 like the
+//         activation tile, so both use the natural k order (no permutes) and the same swizzle.
 // Shared-memory swizzles keep the 16-byte fragment loads conflict-free (see a_off / w_off).
 #pragma once
 #include <cuda_bf16.h>
@@ -39,16 +41,16 @@
 
 namespace dsa::ops::cuda::egemm {
 
-enum Fmt : int { kMxfp4 = 0, kFp8 = 1 };
+enum Fmt : int { kMxfp4 = 0, kFp8 = 1, kBf16 = 2 };
 
 template <int FMT, int BM, int NTW, int STAGES, int KSPLIT>
 struct Cfg {
   static constexpr int kWarps = 4 * KSPLIT, kThreads = 32 * kWarps;
   static constexpr int BN = 4 * NTW * 8;
-  static constexpr int kWRow = FMT == kMxfp4 ? 64 : 128;  // weight bytes per row per chunk
+  static constexpr int kWRow = FMT == kMxfp4 ? 64 : (FMT == kFp8 ? 128 : 256);  // weight bytes per row per chunk
   static constexpr int kABytes = BM * 256;
   static constexpr int kWBytes = BN * kWRow;
-  static constexpr int kSBytes = FMT == kMxfp4 ? BN * 4 : (BN / 8) * 4;
+  static constexpr int kSBytes = FMT == kMxfp4 ? BN * 4 : (FMT == kFp8 ? (BN / 8) * 4 : 0);
   static constexpr int kStage = kABytes + kWBytes + (kSBytes + 127) / 128 * 128;
   static constexpr int kSmem = kStage * STAGES;
   static_assert(kSmem <= 101376, "must fit SM120's 99 KB per block");
@@ -102,9 +104,11 @@ __device__ __forceinline__ uint32_t e4m3_pair13(uint32_t w) { return (w & 0x8000
 // that the 8 lanes of one 16-byte load phase (rows r, r+1; q = 0..3) hit 8 distinct bank groups.
 __device__ __forceinline__ int a_off(int r, int u) { return r * 256 + ((u ^ (((u >> 3) & 1) | ((r & 1) << 1))) << 4); }
 // Weight tile: e2m1 rows of 64 bytes are read linearly (conflict-free); e4m3 rows of 128 bytes
-// swap odd/even 16-byte units on odd rows.
+// swap odd/even 16-byte units on odd rows; bf16 rows of 256 bytes are read with the activation
+// tile's access pattern (lane (g, q) reads unit 4q + jp of row g), so they share its swizzle.
 template <int FMT>
 __device__ __forceinline__ int w_off(int r, int u) {
+  if constexpr (FMT == kBf16) return a_off(r, u);
   return FMT == kMxfp4 ? r * 64 + u * 16 : r * 128 + ((u ^ (r & 1)) << 4);
 }
 
@@ -159,7 +163,7 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
   static_assert(kWUnits >= 1 && BN * kUPerRow % NT == 0, "weight copy split");
   const uint8_t* w_src[kWUnits];
   int w_dst[kWUnits];
-  const int64_t wrow_bytes = FMT == kMxfp4 ? K / 2 : K;
+  const int64_t wrow_bytes = FMT == kMxfp4 ? K / 2 : (FMT == kFp8 ? K : 2 * static_cast<int64_t>(K));
 #pragma unroll
   for (int i = 0; i < kWUnits; ++i) {
     const int idx = tid + i * NT, r = idx / kUPerRow, u = idx % kUPerRow;
@@ -174,7 +178,7 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
       const int row = wrow(tid);
       if (wrow_ok(tid, row)) s_src = static_cast<const uint8_t*>(p.scale) + (static_cast<int64_t>(e) * N + row) * (K / 32);
     }
-  } else {
+  } else if (FMT == kFp8) {
     if (tid < BN / 8) {
       const int row = wrow(tid * 8);
       if (wrow_ok(tid * 8, row))
@@ -195,7 +199,7 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
     uint8_t* sb = wb + C::kWBytes;
     if (FMT == kMxfp4) {
       if (tid < BN) cp_async4(sb + tid * 4, s_src ? s_src + kc * 4 : p.w, s_src != nullptr);
-    } else {
+    } else if (FMT == kFp8) {
       if (tid < BN / 8) cp_async4(sb + tid * 4, s_src ? s_src + kc * 4 : p.w, s_src != nullptr);
     }
   };
@@ -233,7 +237,9 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
 #pragma unroll
     for (int t = 0; t < NTW; ++t) {
       const int r = ng * NTW * 8 + t * 8 + g;
-      if (FMT == kMxfp4) {
+      if constexpr (FMT == kBf16) {
+        (void)r;  // bf16 weights are read per k step below (nothing to dequantize ahead)
+      } else if constexpr (FMT == kMxfp4) {
         const uint4 v = *reinterpret_cast<const uint4*>(Ws + w_off<FMT>(r, q));
         if constexpr (KSPLIT == 1) {
           wr[t][0] = v.x; wr[t][1] = v.y; wr[t][2 % (JP * WPJ)] = v.z; wr[t][3 % (JP * WPJ)] = v.w;
@@ -286,6 +292,9 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
           ax[mt][2] = __byte_perm(lo.x, lo.z, 0x7632); ax[mt][3] = __byte_perm(hi.x, hi.z, 0x7632);
           ay[mt][0] = __byte_perm(lo.y, lo.w, 0x5410); ay[mt][1] = __byte_perm(hi.y, hi.w, 0x5410);
           ay[mt][2] = __byte_perm(lo.y, lo.w, 0x7632); ay[mt][3] = __byte_perm(hi.y, hi.w, 0x7632);
+        } else if (FMT == kBf16) {  // natural order: slots <- (k0,k1),(k2,k3) | (k4,k5),(k6,k7)
+          ax[mt][0] = lo.x; ax[mt][1] = hi.x; ax[mt][2] = lo.y; ax[mt][3] = hi.y;
+          ay[mt][0] = lo.z; ay[mt][1] = hi.z; ay[mt][2] = lo.w; ay[mt][3] = hi.w;
         } else {  // slots <- (k0,k2),(k1,k3) | (k4,k6),(k5,k7)
           ax[mt][0] = __byte_perm(lo.x, lo.y, 0x5410); ax[mt][1] = __byte_perm(hi.x, hi.y, 0x5410);
           ax[mt][2] = __byte_perm(lo.x, lo.y, 0x7632); ax[mt][3] = __byte_perm(hi.x, hi.y, 0x7632);
@@ -296,7 +305,10 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
 #pragma unroll
       for (int t = 0; t < NTW; ++t) {
         uint32_t bx0, bx1, by0, by1;
-        if (FMT == kMxfp4) {
+        if constexpr (FMT == kBf16) {  // weight row g, the same 8 k values as the activation unit
+          const uint4 v = *reinterpret_cast<const uint4*>(Ws + w_off<FMT>(ng * NTW * 8 + t * 8 + g, 4 * q + jp));
+          bx0 = v.x; bx1 = v.y; by0 = v.z; by1 = v.w;
+        } else if constexpr (FMT == kMxfp4) {
           const uint32_t w = wr[t][jj];
           bx0 = bmul2(bmul2(e2m1_pair<0>(w), m1[t]), m2[t]);
           bx1 = bmul2(bmul2(e2m1_pair<1>(w), m1[t]), m2[t]);
