@@ -2,6 +2,11 @@
 // windows and the CSA overlap split across calls) and then decoded gives the logits of one full
 // prefill; two requests in one ragged batch give the logits each gets alone. Both compare dsa
 // with itself, so the bound is tight: chunking only changes which rows share a linear call.
+// CUDA variants run the same checks on the GPU forward; there the bound is looser (see
+// kCudaMaxDiff) because cuBLASLt picks its GEMM algorithm (tiles, split-K) by the row count, so
+// the same row can be summed in a different order in a 37-row and a 160-row call, and a one-ulp
+// bf16 flip of an activation then travels through the layers. A structural state bug (a lost
+// compressor window, a misplaced entry, a wrong slot) moves logits by 0.3-2 (test_golden.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,8 +19,17 @@ using namespace dsa::test::v4;
 
 namespace {
 
+// Bounds of "dsa equals itself": CPU ops compute every row independently (exact); CUDA GEMMs
+// may sum in another order per call shape (see the header).
+constexpr double kCpuMaxDiff = 1e-3, kCudaMaxDiff = 0.05;
+
 model::v4::DeepseekV4Model& cpu_model() {
   static auto m = load_tiny(Device::cpu());
+  return *m;
+}
+
+model::v4::DeepseekV4Model& cuda_model() {
+  static auto m = load_tiny(Device::cuda(0));
   return *m;
 }
 
@@ -48,32 +62,26 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return d;
 }
 
-}  // namespace
-
 // Chunk sizes that cut CSA windows (4) and the HCA window (128) at odd places, then single-token
 // decode steps (chunks of 1) for the tail.
-TEST(DeepseekV4State, ChunkedPrefillAndDecodeEqualFullPrefill) {
+void check_chunked_equals_full(model::v4::DeepseekV4Model& m, double max_diff, int64_t max_top1_flips) {
   // 160 tokens of the long prompt: one HCA window (128) and a partial one, past the sliding
   // window, 40 CSA entries (the indexer chooses 4).
   const Golden g = load_golden("long");
   std::vector<int32_t> ids(g.prompt.begin(), g.prompt.begin() + 160);
-  auto& m = cpu_model();
   const Tensor full = prefill_logits(m, ids, {static_cast<int64_t>(ids.size())});
   const Tensor chunked = prefill_logits(m, ids, {37, 5, 1, 130, 3, 1, 1, 1, 2});
   const double d = max_abs_diff(full, chunked);
   int64_t top1 = 0;
   for (int64_t t = 0; t < full.size(0); ++t) top1 += argmax_row(full, t) == argmax_row(chunked, t);
-  std::printf("chunked vs full prefill (%zu tokens): max |diff| %.3g, top-1 %lld/%lld\n", ids.size(), d,
-              static_cast<long long>(top1), static_cast<long long>(full.size(0)));
-  // Only bf16 rounding of rows shared by different GEMM calls could differ; the CPU ops compute
-  // each row independently, so the results are expected to be identical.
-  EXPECT_LE(d, 1e-3);
-  EXPECT_EQ(top1, full.size(0));
+  std::printf("[%s] chunked vs full prefill (%zu tokens): max |diff| %.3g, top-1 %lld/%lld\n", m.device().str().c_str(),
+              ids.size(), d, static_cast<long long>(top1), static_cast<long long>(full.size(0)));
+  EXPECT_LE(d, max_diff);
+  EXPECT_GE(top1, full.size(0) - max_top1_flips);
 }
 
-TEST(DeepseekV4State, TwoRequestsInOneBatchEqualAlone) {
+void check_two_requests_equal_alone(model::v4::DeepseekV4Model& m, double max_diff) {
   const Golden a = load_golden("short"), b = load_golden("long");
-  auto& m = cpu_model();
   std::vector<int32_t> pa = a.prompt, pb(b.prompt.begin(), b.prompt.begin() + 40);
   const Tensor la = prefill_logits(m, pa, {static_cast<int64_t>(pa.size())});
   const Tensor lb = prefill_logits(m, pb, {static_cast<int64_t>(pb.size())});
@@ -95,18 +103,38 @@ TEST(DeepseekV4State, TwoRequestsInOneBatchEqualAlone) {
   const Tensor o1 = m.forward(s1), o2 = m.forward(s2), o3 = m.forward(s3);
   ASSERT_EQ(o1.size(0), 2);
   ASSERT_EQ(o2.size(0), 2);  // rows in order of first appearance: b, then a
-  const int64_t V = m.config().vocab_size;
   auto row_diff = [&](const Tensor& x, int64_t rx, const Tensor& y, int64_t ry) {
     return max_abs_diff(x.slice(0, rx, rx + 1).contiguous(), y.slice(0, ry, ry + 1).contiguous());
   };
-  (void)V;
-  EXPECT_LE(row_diff(o1, 0, la, 9), 1e-3);
-  EXPECT_LE(row_diff(o1, 1, lb, 16), 1e-3);
-  EXPECT_LE(row_diff(o2, 0, lb, 17), 1e-3);
-  EXPECT_LE(row_diff(o2, 1, la, static_cast<int64_t>(pa.size()) - 1), 1e-3);
-  EXPECT_LE(row_diff(o3, 0, lb, static_cast<int64_t>(pb.size()) - 1), 1e-3);
+  const double d[] = {row_diff(o1, 0, la, 9), row_diff(o1, 1, lb, 16), row_diff(o2, 0, lb, 17),
+                      row_diff(o2, 1, la, static_cast<int64_t>(pa.size()) - 1),
+                      row_diff(o3, 0, lb, static_cast<int64_t>(pb.size()) - 1)};
+  std::printf("[%s] batched vs alone: max |diff| per row %.3g %.3g %.3g %.3g %.3g\n", m.device().str().c_str(), d[0],
+              d[1], d[2], d[3], d[4]);
+  for (double x : d) EXPECT_LE(x, max_diff);
   m.free_request(ra);
   m.free_request(rb);
+}
+
+}  // namespace
+
+TEST(DeepseekV4State, ChunkedPrefillAndDecodeEqualFullPrefill) {
+  // Only bf16 rounding of rows shared by different GEMM calls could differ; the CPU ops compute
+  // each row independently, so the results are expected to be identical.
+  check_chunked_equals_full(cpu_model(), kCpuMaxDiff, 0);
+}
+
+TEST(DeepseekV4State, TwoRequestsInOneBatchEqualAlone) { check_two_requests_equal_alone(cpu_model(), kCpuMaxDiff); }
+
+TEST(DeepseekV4State, CudaChunkedPrefillAndDecodeEqualFullPrefill) {
+  DSA_REQUIRE_CUDA();
+  // A top-1 flip needs a near-tie within kCudaMaxDiff; allow one in 160 rows.
+  check_chunked_equals_full(cuda_model(), kCudaMaxDiff, 1);
+}
+
+TEST(DeepseekV4State, CudaTwoRequestsInOneBatchEqualAlone) {
+  DSA_REQUIRE_CUDA();
+  check_two_requests_equal_alone(cuda_model(), kCudaMaxDiff);
 }
 
 // Bad batches are refused with an error naming what is wrong, and leave the model usable.
