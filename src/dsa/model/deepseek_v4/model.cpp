@@ -203,6 +203,9 @@ Tensor DeepseekV4Model::forward(const ForwardBatch& batch, bool all_logits) {
 }
 
 std::unique_ptr<DeepseekV4Model> load_deepseek_v4_model(const std::string& dir, Device device, const V4Options& opt) {
+  if (device.is_cuda())
+    DSA_CHECK(device.index >= 0 && device.index < static_cast<int>(cuda_devices().size()),
+              "deepseek_v4: no CUDA device {} ({})", device.index, cuda_unavailable_reason());
   ModelConfig config = load_model_config(dir);
   DSA_CHECK(config.arch == Arch::DeepseekV4, "deepseek_v4: {} holds a {} model", dir, arch_name(config.arch));
   LoadOptions lo;
