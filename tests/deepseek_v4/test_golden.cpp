@@ -155,3 +155,18 @@ TEST(DeepseekV4Golden, CudaLongPromptFloat32) {
   const Golden g = load_golden("long");
   check_against(run(cuda_model(), g), g, "cuda long/float32");
 }
+
+// The CUDA forward against the CPU forward on the same checkpoint (the CPU result stands in for
+// the golden file; same bounds): tells a CUDA-only divergence from a shared one when a CUDA
+// golden test fails, and prints how far apart the two devices are.
+TEST(DeepseekV4Golden, CudaMatchesCpuShortPrompt) {
+  DSA_REQUIRE_CUDA();
+  const Golden g = load_golden("short");
+  const RunResult cpu = run(cpu_model(), g), gpu = run(cuda_model(), g);
+  Golden ref = g;
+  ref.prefill_logits = cpu.prefill;
+  ref.decode_logits = cpu.decode;
+  ref.prefill_top1.clear();
+  for (int64_t t = 0; t < cpu.prefill.size(0); ++t) ref.prefill_top1.push_back(argmax_row(cpu.prefill, t));
+  check_against(gpu, ref, "cuda vs cpu short");
+}

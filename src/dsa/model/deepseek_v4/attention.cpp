@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "dsa/core/trace.h"
 #include "dsa/formats/kv_cache_ops.h"
 #include "dsa/model/deepseek_v4/compressed_kv.h"
 #include "dsa/model/deepseek_v4/rope_config.h"
@@ -109,6 +112,10 @@ Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const 
   p.o = Tensor::empty({T, Hp, D}, DType::BF16, dev);
   p.lse = Tensor::empty({T, Hp}, DType::F32, dev);
   s.attn->impl.at(layer)->forward(p);
+  if (trace_enabled()) {
+    if (extra_idx.defined()) trace_tensor(fmt::format("v4.layer{}.extra_slots", layer), extra_idx);
+    trace_tensor(fmt::format("v4.layer{}.attn_o", layer), p.o);
+  }
 
   // inverse RoPE on the output (K = V carried the keys' rotation), grouped output projection
   const Tensor o = ops::cast(p.o.slice(1, 0, H), DType::F32);  // f32 [T][H][D]

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "dsa/attention/plan.h"
 #include "dsa/attention/registry.h"
 #include "dsa/core/device.h"
+#include "dsa/core/trace.h"
 #include "dsa/model/deepseek_v4/attention.h"
 #include "dsa/model/deepseek_v4/moe_block.h"
 #include "dsa/model/deepseek_v4/request_state.h"
@@ -145,20 +148,18 @@ Tensor DeepseekV4Model::forward(const ForwardBatch& batch, bool all_logits) {
     DSA_CHECK(st != nullptr, "deepseek_v4: request {} has no model state", meta.request_ids[r]);
     s.states.push_back(st);
   }
-  // Host copy of the (small) metadata: per-request ranges and block tables for the slots of
-  // compressed entries. On CUDA this is one download per tensor per step, not per layer.
-  const engine::BatchMetadata host = device_.is_cuda() ? meta.to(Device::cpu()) : engine::BatchMetadata();
-  s.host = device_.is_cuda() ? &host : &meta;
   s.attn = &attn_;
   s.device = device_;
-  s.query_start = to_host_i64(s.host->query_start);
-  s.seq_lens = to_host_i64(s.host->seq_lens);
+  // Per-request token ranges on the host (on CUDA: two small downloads per step, not per layer).
+  s.query_start = to_host_i64(meta.query_start);
+  s.seq_lens = to_host_i64(meta.seq_lens);
   DSA_CHECK(s.tokens() == T, "deepseek_v4: the KV manager's metadata covers {} tokens, the batch {}", s.tokens(), T);
 
   // Embedding into all hc streams (f32 residual); ids were checked against the vocabulary above.
   const int64_t hc = c.hc_mult, d = c.hidden_size;
   Tensor X = Tensor::empty({T, hc, d}, DType::F32, device_);
   ops::embed_rows(w_.embed, meta.token_ids, X);
+  trace_tensor("v4.embed", X);
 
   ops::MhcParams mp;
   mp.hc_mult = static_cast<int>(hc);
@@ -179,6 +180,11 @@ Tensor DeepseekV4Model::forward(const ForwardBatch& batch, bool all_logits) {
     ops::rms_norm(m.y, L.ffn_norm, yn, np);
     Tensor f = moe_forward(L, c, yn, meta.token_ids, moe_ws_);
     ops::mhc_post(f, X, m.post, m.comb, X);
+    if (trace_enabled()) {
+      trace_tensor(fmt::format("v4.layer{}.attn", l), a);
+      trace_tensor(fmt::format("v4.layer{}.moe", l), f);
+      trace_tensor(fmt::format("v4.layer{}.x", l), X);
+    }
   }
 
   // Rows whose logits are returned: all, or the last token of each request (first-appearance order).
@@ -199,6 +205,7 @@ Tensor DeepseekV4Model::forward(const ForwardBatch& batch, bool all_logits) {
   ops::rms_norm(y, w_.norm, y, np);
   Tensor logits = Tensor::empty({R, c.vocab_size}, DType::F32, device_);
   ops::linear_bf16(ops::cast(y, DType::BF16), w_.head, logits);
+  trace_tensor("v4.logits", logits);
   return logits.to(Device::cpu());
 }
 

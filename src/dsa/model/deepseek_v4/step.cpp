@@ -23,9 +23,10 @@ Step::EntryRange Step::written_entries(int g, int r) const {
 Tensor Step::request_entry_slots(int g, int r) const {
   auto it = entry_slots_.find(g);
   if (it == entry_slots_.end()) {
-    const engine::GroupMetadata& h = host->groups.at(g);
-    const int64_t m = h.ratio, P = h.page_size, width = h.block_table.size(1);
-    const int32_t* bt = h.block_table.data<int32_t>();
+    const engine::GroupMetadata& gm = meta->groups.at(g);
+    const int64_t m = gm.ratio, P = gm.page_size, width = gm.block_table.size(1);
+    const Tensor table = gm.block_table.to(Device::cpu());
+    const int32_t* bt = table.data<int32_t>();
     std::vector<int64_t> offsets{0};
     for (int i = 0; i < requests(); ++i) offsets.push_back(offsets.back() + seq_lens[i] / m);
     Tensor slots = Tensor::empty({offsets.back()}, DType::I64);

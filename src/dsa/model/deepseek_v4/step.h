@@ -1,7 +1,7 @@
 // What one forward step of the DeepSeek-V4 model hands to its blocks: the config, the KV manager
-// and its metadata for this batch (block tables, slots; on the model's device), a host copy of
-// that metadata, the per-request states, host copies of the per-request token ranges, and the
-// attention implementation of every layer (the selected backend). Built by DeepseekV4Model::forward.
+// and its metadata for this batch (block tables, slots; on the model's device), the per-request
+// states, host copies of the per-request token ranges, and the attention implementation of every
+// layer (the selected backend). Built by DeepseekV4Model::forward.
 #pragma once
 #include <map>
 #include <vector>
@@ -25,7 +25,6 @@ struct Step {
   const ModelConfig* config = nullptr;
   engine::KvManager* kv = nullptr;
   const engine::BatchMetadata* meta = nullptr;  // tensors on the model's device
-  const engine::BatchMetadata* host = nullptr;  // the same on the host (== meta on the CPU)
   const AttentionSetup* attn = nullptr;
   Device device = Device::cpu();
   std::vector<V4RequestState*> states;  // [R], row order of meta
@@ -48,7 +47,8 @@ struct Step {
 
   // Global slots (i64 [seq_lens[r] / ratio] on the model's device) of every request-local entry
   // 0, 1, ... of request r in cache group g after this step. Built on the host from the block
-  // table and uploaded once per step and group (then sliced per request).
+  // table (downloaded once per step and group on CUDA: [R][blocks] i32) and uploaded once per
+  // step and group (then sliced per request).
   Tensor request_entry_slots(int g, int r) const;
 
  private:
