@@ -2,7 +2,7 @@
 # One pass on the GPU machine: build Release for sm_90a (and sm_120a, as CI does) with all cores, run the GPU tests on the
 # native route and on the SM120 route (DSA_DEVICE_CAPABILITY=12.0), run the benchmarks. Logs and
 # JSON go to ${OUT:-out}. Usage: scripts/gpu-check.sh [stage ...]; stages: build test test120
-# select bench tune loadtime (default: build test test120 select bench). Keep a run under 10 minutes.
+# select bench tune loadtime modelperf (default: build test test120 select bench). Keep a run under 10 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -56,6 +56,24 @@ for s in "${stages[@]}"; do
       d=$(mktemp -d)
       "$dsa" make-tiny --arch deepseek_v4 --preset flash --layers 1 --fast-fill --out "$d/flash1" 2>&1 | tail -n 3
       "$dsa" check-model --model "$d/flash1" --device cuda 2>&1 | tail -n 8 | tee "$OUT/loadtime.txt" || rc=1
+      rm -rf "$d" ;;
+    modelperf)
+      # Greedy generation timings: tiny models, then real layer shapes with a few layers
+      # (GLM-5.1: 3 dense + 1 MoE layer; V4-Flash: 2 layers) and fast-filled weights.
+      d=$(mktemp -d)
+      prompt=$(seq -s, 1 64)
+      for arch in glm_moe_dsa deepseek_v4; do
+        "$dsa" make-tiny --arch $arch --out "$d/$arch" --seed 1 >/dev/null
+        for dev in cpu cuda; do
+          echo "tiny $arch $dev: $("$dsa" generate --model "$d/$arch" --prompt-ids $prompt --max-tokens 32 --device $dev 2>&1 | tail -n 1)"
+        done
+      done 2>&1 | tee "$OUT/modelperf.txt"
+      for spec in "glm_moe_dsa glm-5.1 4" "deepseek_v4 flash 2"; do
+        set -- $spec
+        "$dsa" make-tiny --arch $1 --preset $2 --layers $3 --fast-fill --out "$d/real" >/dev/null 2>&1
+        echo "real $2 $3 layers cuda: $("$dsa" generate --model "$d/real" --prompt-ids $prompt --max-tokens 32 --device cuda 2>&1 | tail -n 1)"
+        rm -rf "$d/real"
+      done 2>&1 | tee -a "$OUT/modelperf.txt"
       rm -rf "$d" ;;
     *) echo "unknown stage $s"; rc=1 ;;
   esac

@@ -1,6 +1,7 @@
 // `dsa generate --model DIR --prompt-ids 1,2,3 --max-tokens N [--device cpu|cuda[:i]]`: greedy
 // generation with any CausalLM (a batch of one request): prefill the prompt in one forward, then
 // one forward per new token. Prints the generated ids and the timings (prefill ms, decode tok/s).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -22,6 +23,7 @@ namespace {
 struct Args {
   std::string model, prompt_ids, device = "cpu";
   int max_tokens = 16;
+  int show_top = 0;  // > 0: print the K highest logits of every step (debugging divergence)
 };
 
 std::vector<int32_t> parse_ids(const std::string& s) {
@@ -56,6 +58,17 @@ int32_t argmax(const float* p, int64_t n) {
   return static_cast<int32_t>(best);
 }
 
+// "step 0: 44 (3.1416), 96 (3.1402), ..." : the K highest logits, best first.
+void print_top(int step, const float* p, int64_t n, int k) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  k = static_cast<int>(std::min<int64_t>(k, n));
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t x, int32_t y) { return p[x] > p[y]; });
+  std::string line;
+  for (int i = 0; i < k; ++i) line += fmt::format("{}{} ({:.5f})", i ? ", " : "", ids[i], p[ids[i]]);
+  std::printf("step %d: %s\n", step, line.c_str());
+}
+
 void run(const Args& a) {
   using clock = std::chrono::steady_clock;
   const std::vector<int32_t> prompt = parse_ids(a.prompt_ids);
@@ -76,12 +89,14 @@ void run(const Args& a) {
   Tensor logits = lm->forward(b);
   const double prefill_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   std::vector<int32_t> out{argmax(logits.data<float>(), V)};
+  if (a.show_top > 0) print_top(0, logits.data<float>(), V, a.show_top);
 
   t0 = clock::now();
   for (int i = 1; i < a.max_tokens; ++i) {
     model::ForwardBatch d{{out.back()}, {id}, {static_cast<int64_t>(prompt.size() + out.size() - 1)}};
     logits = lm->forward(d);
     out.push_back(argmax(logits.data<float>(), V));
+    if (a.show_top > 0) print_top(i, logits.data<float>(), V, a.show_top);
   }
   const double decode_s = std::chrono::duration<double>(clock::now() - t0).count();
   lm->free_request(id);
@@ -99,6 +114,7 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids")->required();
   cmd->add_option("--max-tokens", a->max_tokens, "Tokens to generate (default 16)");
   cmd->add_option("--device", a->device, "cpu (default), cuda or cuda:N");
+  cmd->add_option("--show-top", a->show_top, "Print the K highest logits of every step (ids and values)");
   cmd->callback([a] { run(*a); });
 });
 
