@@ -2,14 +2,21 @@
 // windows and the CSA overlap split across calls) and then decoded gives the logits of one full
 // prefill; two requests in one ragged batch give the logits each gets alone. Both compare dsa
 // with itself, so the bound is tight: chunking only changes which rows share a linear call.
-// CUDA variants run the same checks on the GPU forward; there the bound is looser (see
-// kCudaMaxDiff) because cuBLASLt picks its GEMM algorithm (tiles, split-K) by the row count, so
-// the same row can be summed in a different order in a 37-row and a 160-row call, and a one-ulp
-// bf16 flip of an activation then travels through the layers. A structural state bug (a lost
-// compressor window, a misplaced entry, a wrong slot) moves logits by 0.3-2 (test_golden.cpp).
+// CUDA variants run the same checks on the GPU forward with looser bounds (kCuda): cuBLASLt
+// picks its GEMM algorithm (tiles, split-K) by the row count and the attention kernel its split
+// count by the token count, so the same row can be summed in a different order in a 37-row and a
+// 160-row call; a one-ulp bf16 flip of an activation then travels through the layers (and can
+// move an FP8 KV value by one e4m3 step). Such noise stays in the 1e-3..1e-2 range, but where it
+// meets a near-tie of the MoE router or of the indexer's top-k, that one row can change by more.
+// So the CUDA bound is per row: almost every row within 0.05, a few top-1 flips allowed. A
+// structural state bug (a lost compressor window, a misplaced entry, a wrong slot or request
+// row) moves every later row of the request by 0.3-2 (test_golden.cpp) and fails it.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "common/testing.h"
 #include "v4_test_util.h"
@@ -21,7 +28,13 @@ namespace {
 
 // Bounds of "dsa equals itself": CPU ops compute every row independently (exact); CUDA GEMMs
 // may sum in another order per call shape (see the header).
-constexpr double kCpuMaxDiff = 1e-3, kCudaMaxDiff = 0.05;
+struct Bounds {
+  double row_max;         // a row is "equal" when its max |diff| is within this
+  double rows_ok;         // fraction of rows that must be equal
+  double top1_ok;         // fraction of rows whose argmax must agree
+};
+constexpr Bounds kCpu{1e-3, 1.0, 1.0};
+constexpr Bounds kCuda{0.05, 0.95, 0.98};
 
 model::v4::DeepseekV4Model& cpu_model() {
   static auto m = load_tiny(Device::cpu());
@@ -62,25 +75,38 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return d;
 }
 
+// Compares rows of a and b ([R][V] f32 host) under `bounds`; `what` labels the printed line.
+void expect_rows_equal(const Tensor& a, const Tensor& b, const Bounds& bounds, const std::string& what) {
+  const int64_t R = a.size(0);
+  int64_t ok = 0, top1 = 0;
+  double worst = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    const double d = max_abs_diff(a.slice(0, r, r + 1).contiguous(), b.slice(0, r, r + 1).contiguous());
+    worst = std::max(worst, d);
+    ok += d <= bounds.row_max;
+    top1 += argmax_row(a, r) == argmax_row(b, r);
+  }
+  std::printf("%s: max |diff| %.3g, rows within %.3g: %lld/%lld, top-1 %lld/%lld\n", what.c_str(), worst,
+              bounds.row_max, static_cast<long long>(ok), static_cast<long long>(R), static_cast<long long>(top1),
+              static_cast<long long>(R));
+  EXPECT_GE(static_cast<double>(ok), bounds.rows_ok * static_cast<double>(R)) << what;
+  EXPECT_GE(static_cast<double>(top1), bounds.top1_ok * static_cast<double>(R)) << what;
+}
+
 // Chunk sizes that cut CSA windows (4) and the HCA window (128) at odd places, then single-token
 // decode steps (chunks of 1) for the tail.
-void check_chunked_equals_full(model::v4::DeepseekV4Model& m, double max_diff, int64_t max_top1_flips) {
+void check_chunked_equals_full(model::v4::DeepseekV4Model& m, const Bounds& bounds) {
   // 160 tokens of the long prompt: one HCA window (128) and a partial one, past the sliding
   // window, 40 CSA entries (the indexer chooses 4).
   const Golden g = load_golden("long");
   std::vector<int32_t> ids(g.prompt.begin(), g.prompt.begin() + 160);
   const Tensor full = prefill_logits(m, ids, {static_cast<int64_t>(ids.size())});
   const Tensor chunked = prefill_logits(m, ids, {37, 5, 1, 130, 3, 1, 1, 1, 2});
-  const double d = max_abs_diff(full, chunked);
-  int64_t top1 = 0;
-  for (int64_t t = 0; t < full.size(0); ++t) top1 += argmax_row(full, t) == argmax_row(chunked, t);
-  std::printf("[%s] chunked vs full prefill (%zu tokens): max |diff| %.3g, top-1 %lld/%lld\n", m.device().str().c_str(),
-              ids.size(), d, static_cast<long long>(top1), static_cast<long long>(full.size(0)));
-  EXPECT_LE(d, max_diff);
-  EXPECT_GE(top1, full.size(0) - max_top1_flips);
+  expect_rows_equal(full, chunked, bounds,
+                    fmt::format("[{}] chunked vs full prefill ({} tokens)", m.device().str(), ids.size()));
 }
 
-void check_two_requests_equal_alone(model::v4::DeepseekV4Model& m, double max_diff) {
+void check_two_requests_equal_alone(model::v4::DeepseekV4Model& m, const Bounds& bounds) {
   const Golden a = load_golden("short"), b = load_golden("long");
   std::vector<int32_t> pa = a.prompt, pb(b.prompt.begin(), b.prompt.begin() + 40);
   const Tensor la = prefill_logits(m, pa, {static_cast<int64_t>(pa.size())});
@@ -103,17 +129,19 @@ void check_two_requests_equal_alone(model::v4::DeepseekV4Model& m, double max_di
   const Tensor o1 = m.forward(s1), o2 = m.forward(s2), o3 = m.forward(s3);
   ASSERT_EQ(o1.size(0), 2);
   ASSERT_EQ(o2.size(0), 2);  // rows in order of first appearance: b, then a
-  auto row_diff = [&](const Tensor& x, int64_t rx, const Tensor& y, int64_t ry) {
-    return max_abs_diff(x.slice(0, rx, rx + 1).contiguous(), y.slice(0, ry, ry + 1).contiguous());
-  };
-  const double d[] = {row_diff(o1, 0, la, 9), row_diff(o1, 1, lb, 16), row_diff(o2, 0, lb, 17),
-                      row_diff(o2, 1, la, static_cast<int64_t>(pa.size()) - 1),
-                      row_diff(o3, 0, lb, static_cast<int64_t>(pb.size()) - 1)};
-  std::printf("[%s] batched vs alone: max |diff| per row %.3g %.3g %.3g %.3g %.3g\n", m.device().str().c_str(), d[0],
-              d[1], d[2], d[3], d[4]);
-  for (double x : d) EXPECT_LE(x, max_diff);
+  ASSERT_EQ(o3.size(0), 1);
+  // The five batched rows next to the same rows computed alone.
+  const int64_t V = m.config().vocab_size, na = static_cast<int64_t>(pa.size()), nb = static_cast<int64_t>(pb.size());
+  Tensor batched = Tensor::empty({5, V}, DType::F32), alone = Tensor::empty({5, V}, DType::F32);
+  const std::pair<Tensor, int64_t> got[] = {{o1, 0}, {o1, 1}, {o2, 0}, {o2, 1}, {o3, 0}};
+  const std::pair<Tensor, int64_t> want[] = {{la, 9}, {lb, 16}, {lb, 17}, {la, na - 1}, {lb, nb - 1}};
+  for (int64_t i = 0; i < 5; ++i) {
+    batched.select(0, i).copy_from(got[i].first.select(0, got[i].second));
+    alone.select(0, i).copy_from(want[i].first.select(0, want[i].second));
+  }
   m.free_request(ra);
   m.free_request(rb);
+  expect_rows_equal(batched, alone, bounds, fmt::format("[{}] two requests batched vs alone", m.device().str()));
 }
 
 }  // namespace
@@ -121,20 +149,21 @@ void check_two_requests_equal_alone(model::v4::DeepseekV4Model& m, double max_di
 TEST(DeepseekV4State, ChunkedPrefillAndDecodeEqualFullPrefill) {
   // Only bf16 rounding of rows shared by different GEMM calls could differ; the CPU ops compute
   // each row independently, so the results are expected to be identical.
-  check_chunked_equals_full(cpu_model(), kCpuMaxDiff, 0);
+  check_chunked_equals_full(cpu_model(), kCpu);
 }
 
-TEST(DeepseekV4State, TwoRequestsInOneBatchEqualAlone) { check_two_requests_equal_alone(cpu_model(), kCpuMaxDiff); }
+TEST(DeepseekV4State, TwoRequestsInOneBatchEqualAlone) { check_two_requests_equal_alone(cpu_model(), kCpu); }
 
 TEST(DeepseekV4State, CudaChunkedPrefillAndDecodeEqualFullPrefill) {
   DSA_REQUIRE_CUDA();
-  // A top-1 flip needs a near-tie within kCudaMaxDiff; allow one in 160 rows.
-  check_chunked_equals_full(cuda_model(), kCudaMaxDiff, 1);
+  check_chunked_equals_full(cuda_model(), kCuda);  // 160 rows: >= 152 within 0.05, <= 3 top-1 flips
 }
 
 TEST(DeepseekV4State, CudaTwoRequestsInOneBatchEqualAlone) {
   DSA_REQUIRE_CUDA();
-  check_two_requests_equal_alone(cuda_model(), kCudaMaxDiff);
+  // 5 rows: one may carry a near-tie flip (see the header); a batching bug (wrong request row,
+  // slots or state) moves the rows of both requests.
+  check_two_requests_equal_alone(cuda_model(), Bounds{kCuda.row_max, 0.8, 0.8});
 }
 
 // Bad batches are refused with an error naming what is wrong, and leave the model usable.
