@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include <fmt/format.h>
@@ -187,4 +188,25 @@ TEST(DeepseekV4State, BadBatchesThrowClearErrors) {
   EXPECT_EQ(l.size(0), 1);
   m.free_request(req);
   EXPECT_THROW(m.free_request(req), Error);
+}
+
+// The attention runs through the backend the selector picks: forcing one that cannot serve the
+// CPU (DSA_ATTENTION_BACKEND) makes the model refuse to load, naming it; cpu_reference loads.
+TEST(DeepseekV4State, AttentionBackendComesFromTheSelector) {
+  struct EnvGuard {  // restores the caller's DSA_ATTENTION_BACKEND
+    const char* old = std::getenv("DSA_ATTENTION_BACKEND");
+    std::string saved = old ? old : "";
+    ~EnvGuard() { old ? ::setenv("DSA_ATTENTION_BACKEND", saved.c_str(), 1) : ::unsetenv("DSA_ATTENTION_BACKEND"); }
+  } guard;
+  ::setenv("DSA_ATTENTION_BACKEND", "cuda_sparse_mla", 1);
+  try {
+    load_tiny(Device::cpu());
+    ADD_FAILURE() << "a CPU model loaded with the CUDA attention backend forced";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda_sparse_mla"), std::string::npos) << e.what();
+  }
+  ::setenv("DSA_ATTENTION_BACKEND", "cpu_reference", 1);
+  auto m = load_tiny(Device::cpu());
+  const int req = m->add_request();
+  EXPECT_EQ(m->forward({{7, 8, 9}, {req, req, req}, {0, 1, 2}}).size(0), 1);
 }
