@@ -71,7 +71,7 @@ for s in "${stages[@]}"; do
       for spec in "glm_moe_dsa glm-5.1 4" "deepseek_v4 flash 2"; do
         set -- $spec
         "$dsa" make-tiny --arch $1 --preset $2 --layers $3 --fast-fill --out "$d/real" >/dev/null 2>&1
-        echo "real $2 $3 layers cuda: $("$dsa" generate --model "$d/real" --prompt-ids $prompt --max-tokens 32 --device cuda 2>&1 | tail -n 1)"
+        echo "real $2 $3 layers cuda: $("$dsa" generate --model "$d/real" --prompt-ids $prompt --max-tokens 32 --device cuda --tune-seconds 15 2>&1 | tail -n 1)"
         rm -rf "$d/real"
       done 2>&1 | tee -a "$OUT/modelperf.txt"
       rm -rf "$d" ;;

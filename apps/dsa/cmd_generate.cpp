@@ -1,6 +1,10 @@
 // `dsa generate --model DIR --prompt-ids 1,2,3 --max-tokens N [--device cpu|cuda[:i]]`: greedy
 // generation with any CausalLM (a batch of one request): prefill the prompt in one forward, then
 // one forward per new token. Prints the generated ids and the timings (prefill ms, decode tok/s).
+// On CUDA the kernels are tuned and warmed up first (tune/model_warmup.h): the tuning cache in
+// $DSA_CACHE_DIR (else $XDG_CACHE_HOME/dsa, ~/.cache/dsa) is loaded, buckets it lacks are tuned
+// within --tune-seconds and saved, and the forwards run the tuned tactics. --no-tune uses the
+// cached entries only.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,8 +18,12 @@
 #include <fmt/ranges.h>
 
 #include "commands.h"
+#include "dsa/core/device.h"
 #include "dsa/core/error.h"
 #include "dsa/model/causal_lm.h"
+#include "dsa/model/config.h"
+#include "dsa/tune/bucket.h"
+#include "dsa/tune/model_warmup.h"
 
 namespace dsa::cli {
 namespace {
@@ -23,6 +31,8 @@ namespace {
 struct Args {
   std::string model, prompt_ids, device = "cpu";
   int max_tokens = 16;
+  bool tune = true;
+  double tune_seconds = 60;
   int show_top = 0;  // > 0: print the K highest logits of every step (debugging divergence)
 };
 
@@ -58,6 +68,20 @@ int32_t argmax(const float* p, int64_t n) {
   return static_cast<int32_t>(best);
 }
 
+// Loads the tuning cache, tunes what it lacks (unless --no-tune), installs the active tuning.
+// Runs before the model is loaded: the tuner's buffers (paged caches, one layer of experts) are
+// freed before the weights take the memory. Limits: one sequence, steps of up to the prompt
+// length rounded up to a power of two, so the buckets are the ones `dsa tune` writes too.
+void tune_for_generate(const Args& a, Device dev, size_t prompt_len) {
+  if (dev.index < 0 || dev.index >= static_cast<int>(cuda_devices().size())) return;  // the loader says why
+  tune::ModelWarmupOptions o;
+  o.tune = a.tune;
+  o.max_seconds = a.tune_seconds;
+  const tune::EngineLimits limits{tune::next_pow2(static_cast<int64_t>(prompt_len)), 1};
+  const tune::PlanModel pm = tune::plan_model_from_config(model::load_model_config(a.model));
+  tune::warm_up_for_model(pm, dev.index, limits, o);  // logs its one-line summary
+}
+
 // "step 0: 44 (3.1416), 96 (3.1402), ..." : the K highest logits, best first.
 void print_top(int step, const float* p, int64_t n, int k) {
   std::vector<int32_t> ids(static_cast<size_t>(n));
@@ -73,8 +97,11 @@ void run(const Args& a) {
   using clock = std::chrono::steady_clock;
   const std::vector<int32_t> prompt = parse_ids(a.prompt_ids);
   DSA_CHECK(a.max_tokens >= 1, "--max-tokens must be >= 1, got {}", a.max_tokens);
+  DSA_CHECK(a.tune_seconds >= 0, "--tune-seconds must be >= 0, got {}", a.tune_seconds);
+  const Device dev = parse_device(a.device);
+  if (dev.is_cuda()) tune_for_generate(a, dev, prompt.size());
   auto t0 = clock::now();
-  auto lm = model::load_causal_lm(a.model, parse_device(a.device));
+  auto lm = model::load_causal_lm(a.model, dev);
   const double load_s = std::chrono::duration<double>(clock::now() - t0).count();
   const int64_t V = lm->config().vocab_size;
 
@@ -114,6 +141,13 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids")->required();
   cmd->add_option("--max-tokens", a->max_tokens, "Tokens to generate (default 16)");
   cmd->add_option("--device", a->device, "cpu (default), cuda or cuda:N");
+  cmd->add_flag("--tune,!--no-tune", a->tune,
+                "CUDA: tune kernel tactics missing from the tuning cache before generating (default: on; the cache "
+                "in $DSA_CACHE_DIR keeps them, so only the first run on a device pays, and it is bounded by "
+                "--tune-seconds). --no-tune: use cached tactics only (no tuning, no warm-up launches)");
+  cmd->add_option("--tune-seconds", a->tune_seconds,
+                  "CUDA: time bound of tuning and warm-up; buckets left over run the default tactic (0 = none)")
+      ->capture_default_str();
   cmd->add_option("--show-top", a->show_top, "Print the K highest logits of every step (ids and values)");
   cmd->callback([a] { run(*a); });
 });

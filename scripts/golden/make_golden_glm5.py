@@ -13,6 +13,31 @@ transformers ignores the MTP layer only when it is layer 78, so the tiny MTP lay
 
 Prompts: 24 tokens and 300 tokens, both longer than index_topk = 4, so the indexer chooses.
 
+Two sets of files:
+  short / long [_bfloat16]   the checkpoint as written (index_topk = 4): the indexer chooses, and a
+                             tiny perturbation can flip its choice (loose agreement, judged against
+                             transformers' own bf16-vs-f32 noise).
+  short_dense / long_dense   the same weights with config index_topk = DENSE_TOPK (>= 300 + decode
+                             steps) and num_experts_per_tok = n_routed_experts: the indexer keeps
+                             every visible key and every token uses every expert, so no selection
+                             (keys or experts) can flip and the forward is a smooth function of
+                             its inputs: agreement is tight. float32 only; besides the usual
+                             tensors they hold prefill_top1_margin (best minus second-best logit
+                             at every prompt position), and prefill_logits_fp8kv,
+                             prefill_top1_fp8kv, prefill_top1_margin_fp8kv and
+                             decode_logits_fp8kv: the same rows (decode teacher-forced with
+                             decode_ids) with every layer's latent passed through dsa's fp8_ds_mla
+                             round trip (Fp8LatentCache), the tight reference for dsa. The metadata
+                             gives how far that FP8 latent alone, and transformers' own bfloat16
+                             run, move the float32 logits.
+The float32 short file also holds what transformers' indexers chose on the prompt (full forward,
+no cache), for every "full" layer L:
+  indexer_topk_layerL    I32 [T, index_topk]  torch.topk of the masked index scores (descending)
+  indexer_scores_layerL  F32 [T, T]           the index scores, -inf where the key is not visible
+  indexer_x_layerL       F32 [T, hidden]      the indexer's input (the layer's normed hidden state)
+  indexer_qres_layerL    F32 [T, q_lora_rank] its query input (q_a_layernorm(q_a_proj(x)))
+(recomputed from the indexer's inputs by a forward hook and checked against its returned indices).
+
 Usage:
   python3 scripts/golden/make_golden_glm5.py --dsa build/apps/dsa/dsa [--bf16]
   python3 scripts/golden/make_golden_glm5.py --ckpt /tmp/tinyglm [--out tests/data/golden/glm_moe_dsa]
@@ -23,6 +48,8 @@ import os
 import shutil
 import sys
 import tempfile
+
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden_common as gc  # noqa: E402
@@ -59,6 +86,133 @@ def dequantize_fp8_copy(src, dst):
     json.dump({"metadata": {}, "weight_map": new_map}, open(os.path.join(dst, "model.safetensors.index.json"), "w"))
 
 
+DENSE_TOPK = 512
+
+
+def with_config(src, dst, overrides):
+    """A copy of checkpoint directory src (weights linked, not copied) with config.json fields replaced."""
+    os.makedirs(dst, exist_ok=True)
+    for f in os.listdir(src):
+        if f != "config.json":
+            os.symlink(os.path.abspath(os.path.join(src, f)), os.path.join(dst, f))
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    cfg.update(overrides)
+    json.dump(cfg, open(os.path.join(dst, "config.json"), "w"), indent=2)
+
+
+def fp8_ds_mla_round_trip(latent):
+    """The 512-d latent as dsa's fp8_ds_mla cache keeps it: per 128-value tile, scale =
+    2^ceil(log2(max(amax, 1e-4) / 448)), value -> e4m3(value / scale) * scale (round to nearest even;
+    |value / scale| <= 448 by construction). The input is rounded to bf16 first, as dsa's latent is."""
+    import torch
+
+    x = latent.to(torch.bfloat16).float()
+    tiles = x.reshape(*x.shape[:-1], -1, 128)
+    amax = tiles.abs().amax(-1, keepdim=True).clamp_min(1e-4)
+    scale = torch.exp2(torch.ceil(torch.log2(amax / 448.0)))
+    q = (tiles / scale).to(torch.float8_e4m3fn).float() * scale
+    return q.reshape(x.shape).to(latent.dtype)
+
+
+class Fp8LatentCache:
+    """Context manager: while active, every attention layer's kv_a_layernorm output (the latent that
+    becomes keys and values) goes through fp8_ds_mla_round_trip, i.e. transformers sees the latent
+    cache that dsa stores. Used to measure how much of the logit difference FP8 alone explains."""
+
+    def __init__(self, model):
+        self.model = model
+        self.hooks = []
+
+    def __enter__(self):
+        for layer in self.model.model.layers:
+            norm = layer.self_attn.kv_a_layernorm
+            self.hooks.append(norm.register_forward_hook(lambda m, a, out: fp8_ds_mla_round_trip(out)))
+        return self
+
+    def __exit__(self, *exc):
+        for h in self.hooks:
+            h.remove()
+
+
+def forced_rows(model, prompt_ids, decode_ids, keep_last):
+    """Logits rows laid out as run_prompt's, from one full forward over prompt + decode_ids[:-1]
+    (no cache; decode ids given, not chosen): prefill_logits, prefill_top1, decode_logits, and
+    prefill_top1_margin (best minus second-best logit at every prompt position)."""
+    import torch
+
+    T = len(prompt_ids)
+    with torch.no_grad():
+        ids = torch.tensor([list(prompt_ids) + [int(i) for i in decode_ids[:-1]]], dtype=torch.long)
+        full = model(input_ids=ids, use_cache=False).logits[0].float()
+    top2 = full[:T].topk(2, dim=-1).values
+    return {
+        "prefill_logits": full[T - keep_last : T].numpy().astype(np.float32),
+        "prefill_top1": full[:T].argmax(-1).numpy().astype(np.int64),
+        "prefill_top1_margin": (top2[:, 0] - top2[:, 1]).numpy().astype(np.float32),
+        "decode_logits": full[T - 1 :].numpy().astype(np.float32),
+    }
+
+
+def index_scores(indexer, hidden_states, q_resid, position_embeddings, mask):
+    """GlmMoeDsaIndexer's masked index scores [B, S, T] (f32), recomputed from its inputs without a
+    cache, step by step as transformers 5.17 computes them (the caller checks that torch.topk of the
+    result reproduces the indexer's returned indices)."""
+    import torch
+    import torch.nn.functional as F
+    from transformers.models.glm_moe_dsa.modeling_glm_moe_dsa import apply_rotary_pos_emb_interleave
+
+    B, S, _ = hidden_states.shape
+    cos, sin = position_embeddings
+    q = indexer.wq_b(q_resid).view(B, S, indexer.n_heads, indexer.head_dim)
+    r = indexer.qk_rope_head_dim
+    q_rot, q_pass = torch.split(q, [r, indexer.head_dim - r], dim=-1)
+    k = indexer.k_norm(indexer.wk(hidden_states)).unsqueeze(2)
+    k_rot, k_pass = torch.split(k, [r, indexer.head_dim - r], dim=-1)
+    q_rot, k_rot = apply_rotary_pos_emb_interleave(q_rot, k_rot, cos, sin, unsqueeze_dim=2)
+    q = torch.cat([q_rot, q_pass], dim=-1)
+    k = torch.cat([k_rot, k_pass], dim=-1).squeeze(2)
+    scores = F.relu(torch.matmul(q.float(), k.transpose(-1, -2).float().unsqueeze(1)) * indexer.softmax_scale)
+    w = indexer.weights_proj(hidden_states.to(indexer.weights_proj.weight.dtype)).float() * (indexer.n_heads**-0.5)
+    s = torch.matmul(w.unsqueeze(-2), scores).squeeze(-2)
+    visible = (mask == 0) if mask.dtype != torch.bool else mask
+    return s, s.masked_fill(~visible, float("-inf"))
+
+
+def capture_indexers(model, prompt_ids):
+    """Full forward over the prompt (no cache) with a hook on every indexer: returns
+    {f"indexer_topk_layer{L}": ..., f"indexer_scores_layer{L}": ..., inputs...} for the full layers."""
+    import torch
+
+    out, hooks = {}, []
+
+    def hook(module, args, kwargs, result):
+        hidden_states, q_resid, position_embeddings, mask = args[:4]
+        raw, masked = index_scores(module, hidden_states, q_resid, position_embeddings, mask)
+        # transformers adds the float mask (finfo.min) to the scores; same top-k as -inf masking
+        # unless fewer than index_topk keys are visible, where it fills up with masked keys.
+        ref = (raw + mask) if mask.dtype != torch.bool else raw.masked_fill(~mask, float("-inf"))
+        topk = min(module.index_topk, ref.shape[-1])
+        again = ref.topk(topk, dim=-1).indices.to(torch.int32)
+        if not torch.equal(again, result):
+            raise SystemExit(f"layer {module.layer_idx}: recomputed index scores do not reproduce the indexer's top-k")
+        L = module.layer_idx
+        out[f"indexer_topk_layer{L}"] = result[0].numpy().astype("int32")
+        out[f"indexer_scores_layer{L}"] = masked[0].numpy().astype("float32")
+        out[f"indexer_x_layer{L}"] = hidden_states[0].float().numpy()
+        out[f"indexer_qres_layer{L}"] = q_resid[0].float().numpy()
+
+    for layer in model.model.layers:
+        if layer.self_attn.indexer is not None:
+            hooks.append(layer.self_attn.indexer.register_forward_hook(hook, with_kwargs=True))
+    try:
+        with torch.no_grad():
+            model(input_ids=torch.tensor([prompt_ids], dtype=torch.long), use_cache=False)
+    finally:
+        for h in hooks:
+            h.remove()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt", help="tiny checkpoint directory (else made with --dsa)")
@@ -69,6 +223,7 @@ def main():
     ap.add_argument("--decode-steps", type=int, default=8)
     ap.add_argument("--keep-last", type=int, default=16)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--no-dense", action="store_true", help="skip the *_dense files")
     ap.add_argument("--dtypes", default="float32,bfloat16",
                     help="model dtypes to run; float32 files are <prompt>.safetensors, others <prompt>_<dtype>.safetensors")
     args = ap.parse_args()
@@ -92,34 +247,86 @@ def main():
         dequantize_fp8_copy(ckpt, load_dir)
 
     whash = gc.weights_fnv1a64(ckpt)
-    for dtype_name in args.dtypes.split(","):
-        dtype = getattr(torch, dtype_name)
-        torch.manual_seed(0)
-        model, info = GlmMoeDsaForCausalLM.from_pretrained(load_dir, dtype=dtype, output_loading_info=True)
-        mtp = rf"^model\.layers\.{cfg['num_hidden_layers']}\."
-        gc.check_loading_info(info, allowed_unexpected=[mtp])
-        model = model.to(args.device).eval()
-        print(f"loaded {ckpt} ({'fp8, dequantized here' if fp8 else 'bf16'}) as {dtype_name}: "
-              f"indexer_types={model.config.indexer_types} mlp_layer_types={model.config.mlp_layer_types}",
-              file=sys.stderr)
-        suffix = "" if dtype_name == "float32" else "_" + dtype_name
-        for name, length, seed in (("short", 24, 21), ("long", 300, 22)):
-            [prompt] = gc.prompts(model.config.vocab_size, seed, [length])
-            tensors, selfcheck = gc.run_prompt(model, prompt, args.decode_steps, min(args.keep_last, length))
-            meta = {
-                "arch": "glm_moe_dsa",
-                "transformers": transformers.__version__,
-                "torch": torch.__version__,
-                "weights_fnv1a64": whash,
-                "make_tiny_seed": args.seed,
-                "model_dtype": dtype_name,
-                "checkpoint": "fp8" if fp8 else "bf16",
-                "prompt": f"{name}: {length} random ids, numpy seed {seed}",
-                "loading": ("FP8 dequantized by this script (exact, fp32), " if fp8 else "") + f"{dtype_name}, eager",
-                **selfcheck,
-            }
-            print(f"{name} {dtype_name}: {selfcheck}", file=sys.stderr)
-            gc.save_golden(os.path.join(args.out, f"{name}{suffix}.safetensors"), tensors, meta)
+    dense_dir = os.path.join(tmp.name, "dense")
+    # Every key (index_topk) and every routed expert (num_experts_per_tok): no discrete choice left.
+    dense_overrides = {"index_topk": DENSE_TOPK, "num_experts_per_tok": cfg["n_routed_experts"]}
+    with_config(load_dir, dense_dir, dense_overrides)
+    prompts = (("short", 24, 21), ("long", 300, 22))
+    assert max(n for _, n, _ in prompts) + args.decode_steps <= DENSE_TOPK
+    # (variant suffix, checkpoint dir, dtypes): the dense variant runs bf16 only for its metadata.
+    variants = [("", load_dir, args.dtypes.split(","))]
+    if not args.no_dense:
+        variants.append(("_dense", dense_dir, ["float32", "bfloat16"]))
+    for variant, model_dir, dtypes in variants:
+        f32_rows = {}
+        for dtype_name in dtypes:
+            dtype = getattr(torch, dtype_name)
+            torch.manual_seed(0)
+            model, info = GlmMoeDsaForCausalLM.from_pretrained(model_dir, dtype=dtype, output_loading_info=True)
+            mtp = rf"^model\.layers\.{cfg['num_hidden_layers']}\."
+            gc.check_loading_info(info, allowed_unexpected=[mtp])
+            model = model.to(args.device).eval()
+            print(f"loaded {ckpt} ({'fp8, dequantized here' if fp8 else 'bf16'}) as {dtype_name}: "
+                  f"index_topk={model.config.index_topk} indexer_types={model.config.indexer_types} "
+                  f"mlp_layer_types={model.config.mlp_layer_types}", file=sys.stderr)
+            suffix = variant + ("" if dtype_name == "float32" else "_" + dtype_name)
+            for name, length, seed in prompts:
+                [prompt] = gc.prompts(model.config.vocab_size, seed, [length])
+                if variant and dtype_name != "float32":
+                    # Dense variant in bf16: only its distance to float32 is kept (metadata), on the
+                    # same rows (decode teacher-forced with the float32 greedy ids).
+                    ref, ref_meta = f32_rows[name]
+                    mine = forced_rows(model, prompt, ref["decode_ids"], min(args.keep_last, length))
+                    d = np.abs(np.concatenate([ref["prefill_logits"], ref["decode_logits"][1:]])
+                               - np.concatenate([mine["prefill_logits"], mine["decode_logits"][1:]]))
+                    ref_meta["bf16_vs_f32_max_abs_diff"] = float(d.max())
+                    ref_meta["bf16_vs_f32_mean_abs_diff"] = float(d.mean())
+                    ref_meta["bf16_vs_f32_prefill_top1_agreement"] = float(
+                        (mine["prefill_top1"] == ref["prefill_top1"]).mean())
+                    print(f"{name}{variant}: transformers bf16 vs f32 max {d.max():.4f} mean {d.mean():.5f}",
+                          file=sys.stderr)
+                    continue
+                tensors, selfcheck = gc.run_prompt(model, prompt, args.decode_steps, min(args.keep_last, length))
+                meta = {
+                    "arch": "glm_moe_dsa",
+                    "transformers": transformers.__version__,
+                    "torch": torch.__version__,
+                    "weights_fnv1a64": whash,
+                    "make_tiny_seed": args.seed,
+                    "model_dtype": dtype_name,
+                    "checkpoint": "fp8" if fp8 else "bf16",
+                    "index_topk": model.config.index_topk,
+                    "num_experts_per_tok": model.config.num_experts_per_tok,
+                    "prompt": f"{name}: {length} random ids, numpy seed {seed}",
+                    "loading": ("FP8 dequantized by this script (exact, fp32), " if fp8 else "")
+                    + f"{dtype_name}, eager" + (f", config {json.dumps(dense_overrides)}" if variant else ""),
+                    **selfcheck,
+                }
+                print(f"{name}{variant} {dtype_name}: {selfcheck}", file=sys.stderr)
+                if dtype_name == "float32" and name == "short" and not variant:
+                    tensors.update(capture_indexers(model, prompt))
+                if variant and dtype_name == "float32":
+                    # The same rows with the latent stored as dsa stores it (fp8_ds_mla), teacher-forced
+                    # with the float32 greedy ids: the tight reference for dsa.
+                    with Fp8LatentCache(model):
+                        fp8 = forced_rows(model, prompt, tensors["decode_ids"], min(args.keep_last, length))
+                    tensors.update({k + "_fp8kv": v for k, v in fp8.items()})
+                    plain = forced_rows(model, prompt, tensors["decode_ids"], min(args.keep_last, length))
+                    tensors["prefill_top1_margin"] = plain["prefill_top1_margin"]
+                    ref = np.concatenate([tensors["prefill_logits"], tensors["decode_logits"][1:]])
+                    sim = np.concatenate([fp8["prefill_logits"], fp8["decode_logits"][1:]])
+                    d = np.abs(ref - sim)
+                    meta["fp8kv_vs_f32_max_abs_diff"] = float(d.max())
+                    meta["fp8kv_vs_f32_mean_abs_diff"] = float(d.mean())
+                    meta["fp8kv_vs_f32_prefill_top1_agreement"] = float(
+                        (fp8["prefill_top1"] == tensors["prefill_top1"]).mean())
+                    print(f"{name}{variant}: transformers with fp8_ds_mla latent vs plain f32: max {d.max():.4f} "
+                          f"mean {d.mean():.5f} top-1 {meta['fp8kv_vs_f32_prefill_top1_agreement']}", file=sys.stderr)
+                    f32_rows[name] = (tensors, meta)
+                    continue  # saved once the bf16 numbers are in
+                gc.save_golden(os.path.join(args.out, f"{name}{suffix}.safetensors"), tensors, meta)
+        for name, (tensors, meta) in f32_rows.items():
+            gc.save_golden(os.path.join(args.out, f"{name}{variant}.safetensors"), tensors, meta)
 
 
 if __name__ == "__main__":

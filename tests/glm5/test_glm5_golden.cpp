@@ -16,6 +16,21 @@
 //  4. top-1 agrees on at least half of the decode steps (teacher-forced with transformers' ids).
 // These reject real mistakes: with half-split instead of interleaved RoPE pairs the short prompt
 // drops to 4/24 top-1 and mean |diff| 0.80. The measured numbers are printed.
+//
+// Why the agreement is loose (measured, issue 7): nothing here is a bug.
+//  - Transformers itself, given only dsa's FP8 latent (float32 otherwise, rows of the golden
+//    generator's Fp8LatentCache), agrees with its plain float32 run at 21/24 and 197/300 prompt
+//    positions; its bf16 run at 19/24 and 212/300; dsa has both (18/24, 172/300).
+//  - The indexer: on transformers' own layer inputs dsa keeps the same keys in 89/90 (layer 0)
+//    and 90/90 (layer 2) selections of the short prompt, scores within 0.6% of the row maximum;
+//    the one difference is an exact tie at score 0 (ReLU kills every head of both keys; torch.topk
+//    leaves ties unordered, dsa takes the lower index) (test_glm5_indexer_golden.cpp). In the full
+//    forward, layer 0 (no upstream drift) agrees in 1181/1194 selections of the long prompt, every
+//    difference a near-tie (k-th vs (k+1)-th transformers score within 0.008 or exactly equal);
+//    layer 2 agrees in 971/1194, its inputs having drifted: tokens whose layer-0/1 keys flipped get
+//    different hidden states and are then picked (or dropped) by many later queries.
+//  - With index_topk >= the sequence and every expert used (no choice left) dsa agrees tightly:
+//    test_glm5_golden_dense.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -27,96 +42,34 @@
 #include "dsa/model/checkpoint_tiny.h"
 #include "dsa/model/glm5/model.h"
 #include "dsa/model/safetensors.h"
+#include "glm5_golden_util.h"
 #include "glm5_test_util.h"
 
 using namespace dsa;
+using namespace dsa::test;
 
 namespace {
 
 constexpr double kMeanTol = 0.3;
 
-struct Golden {
-  std::vector<int32_t> prompt;
-  Tensor prefill_logits;  // f32 [K][V]: last K prompt positions
-  std::vector<int64_t> prefill_top1;
-  std::vector<int32_t> decode_ids;
-  Tensor decode_logits;   // f32 [N][V]: row i predicts decode_ids[i] (row 0 = last prefill row)
-};
-
-Golden read_golden(const std::string& name) {
-  auto f = SafetensorsFile::open(std::string(DSA_TEST_DATA_DIR) + "/golden/glm_moe_dsa/" + name + ".safetensors");
-  Golden g;
-  Tensor ids = f->tensor("prompt_ids"), top1 = f->tensor("prefill_top1"), dids = f->tensor("decode_ids");
-  for (int64_t i = 0; i < ids.numel(); ++i) g.prompt.push_back(static_cast<int32_t>(ids.data<int64_t>()[i]));
-  for (int64_t i = 0; i < top1.numel(); ++i) g.prefill_top1.push_back(top1.data<int64_t>()[i]);
-  for (int64_t i = 0; i < dids.numel(); ++i) g.decode_ids.push_back(static_cast<int32_t>(dids.data<int64_t>()[i]));
-  g.prefill_logits = f->tensor("prefill_logits").contiguous();
-  g.decode_logits = f->tensor("decode_logits").contiguous();
-  return g;
-}
-
-// Agreement of one logits row with transformers'.
-struct Agreement {
-  int rows = 0, top1_agree = 0;
-  double max_diff = 0, sum_diff = 0;
-  int64_t values = 0;
-  std::vector<double> diffs;
-  void add_row(const float* ours, const float* ref, int64_t V, int64_t ref_top1) {  // ref_top1: transformers' f32 argmax
-    const int64_t mine = std::max_element(ours, ours + V) - ours;
-    ++rows;
-    if (mine == ref_top1) ++top1_agree;
-    for (int64_t v = 0; v < V; ++v) {
-      const double d = std::fabs(static_cast<double>(ours[v]) - ref[v]);
-      EXPECT_TRUE(std::isfinite(ours[v])) << "logit " << v;
-      max_diff = std::max(max_diff, d);
-      sum_diff += d;
-      diffs.push_back(d);
-      ++values;
-    }
-  }
-  void add_top1(const float* ours, int64_t V, int64_t ref_top1) {
-    ++rows;
-    if (std::max_element(ours, ours + V) - ours == ref_top1) ++top1_agree;
-  }
-  double quantile(double q) {
-    if (diffs.empty()) return 0;
-    std::sort(diffs.begin(), diffs.end());
-    return diffs[static_cast<size_t>(q * static_cast<double>(diffs.size() - 1))];
-  }
-};
-
 void check_golden(const std::string& name, Device dev) {
-  const Golden g = read_golden(name);
+  const Glm5Golden g = read_glm5_golden(name);
   auto lm = model::load_causal_lm(test::glm5_tiny_dir(), dev);
   const int64_t V = lm->config().vocab_size, T = static_cast<int64_t>(g.prompt.size());
   const int64_t K = g.prefill_logits.size(0), N = static_cast<int64_t>(g.decode_ids.size());
-
-  const int id = lm->add_request();
-  model::ForwardBatch b;
-  for (int64_t t = 0; t < T; ++t) {
-    b.token_ids.push_back(g.prompt[t]);
-    b.request.push_back(id);
-    b.positions.push_back(t);
-  }
-  const Tensor logits = lm->forward(b, true);
-  ASSERT_EQ(logits.shape(), (Shape{T, V}));
+  const Glm5Run run = run_glm5_golden(*lm, g);
+  const Tensor& logits = run.prefill;
 
   Agreement top1_all, prefill, decode;
   for (int64_t t = 0; t < T; ++t) top1_all.add_top1(logits.data<float>() + t * V, V, g.prefill_top1[t]);
   for (int64_t i = 0; i < K; ++i)
     prefill.add_row(logits.data<float>() + (T - K + i) * V, g.prefill_logits.data<float>() + i * V, V,
                     g.prefill_top1[T - K + i]);
-  // Decode: feed transformers' greedy tokens (teacher forcing keeps the rows comparable).
-  for (int64_t i = 1; i < N; ++i) {
-    model::ForwardBatch d{{g.decode_ids[i - 1]}, {id}, {T + i - 1}};
-    const Tensor row = lm->forward(d);
-    ASSERT_EQ(row.shape(), (Shape{1, V}));
-    decode.add_row(row.data<float>(), g.decode_logits.data<float>() + i * V, V, g.decode_ids[i]);
-  }
-  lm->free_request(id);
+  for (int64_t i = 1; i < N; ++i)
+    decode.add_row(run.decode.data<float>() + (i - 1) * V, g.decode_logits.data<float>() + i * V, V, g.decode_ids[i]);
 
   // The noise floor: transformers' own bfloat16 run against its float32 run on the same prompt.
-  const Golden gb = read_golden(name + "_bfloat16");
+  const Glm5Golden gb = read_glm5_golden(name + "_bfloat16");
   Agreement base_top1, base;
   for (int64_t t = 0; t < T; ++t) base_top1.rows++, base_top1.top1_agree += gb.prefill_top1[t] == g.prefill_top1[t];
   for (int64_t i = 0; i < K; ++i)

@@ -1,10 +1,13 @@
 // Full MoE layer: CPU op against a per-token reference; CUDA against CPU (V4-like MXFP4 with
-// shared FP8 expert, GLM-like FP8 experts with sigmoid routing, hash layer).
+// shared FP8 expert, GLM-like FP8 experts with sigmoid routing, hash layer); on CUDA the
+// default tactic asks the installed tactic chooser (tuned tactics) per routed GEMM.
 #include <cmath>
+#include <mutex>
 
 #include "common/testing.h"
 #include "dsa/core/dtype_conv.h"
 #include "dsa/ops/moe/moe_layer.h"
+#include "dsa/ops/tactics/tactic_chooser.h"
 #include "moe/moe_util.h"
 
 using namespace dsa;
@@ -153,4 +156,70 @@ TEST(MoeLayerCuda, MatchesCpu) {
           << "variant " << variant << " T=" << T;
     }
   }
+}
+
+namespace {
+// Answers fixed tiles and records the shapes the MoE layer asked about.
+struct RecordingChooser : TacticChooser {
+  mutable std::mutex mu;
+  mutable std::vector<ExpertGemmShape> asked;
+  std::string describe() const override { return "recording"; }
+  int sparse_mla(const SparseMlaParams&) const override { return -1; }
+  int expert_gemm(const ExpertGemmShape& s) const override {
+    std::lock_guard lock(mu);
+    asked.push_back(s);
+    return s.fuse_swiglu ? 2 : 0;  // gate/up: 16-row tiles with k split; down: 16-row tiles
+  }
+};
+}  // namespace
+
+TEST(MoeLayerCuda, DefaultTacticAsksTheInstalledChooserPerGemm) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  Model m = make_model(/*glm=*/true, false, 256, 128, 32, 8, rng);
+  MoeLayerWeights wd = to_dev(m.w, d);
+  const int64_t T = 7;
+  Tensor x = random_bf16({T, m.H}, rng, 2.f);
+  Tensor want = Tensor::empty({T, m.H}, DType::BF16);
+  MoeWorkspace wsc, wsg;
+  moe_layer(x, Tensor(), m.w, m.p, want, wsc);
+
+  auto chooser = std::make_shared<RecordingChooser>();
+  install_tactic_chooser(chooser);
+  reset_tactic_choice_stats();
+  Tensor got = Tensor::empty({T, m.H}, DType::BF16, d);
+  poison(got);
+  moe_layer(x.to(d), Tensor(), wd, m.p, got, wsg);
+  clear_tactic_chooser();
+
+  ASSERT_EQ(chooser->asked.size(), 2u);  // the routed gate/up and down GEMMs (not the shared expert)
+  const ExpertGemmShape& gu = chooser->asked[0];
+  EXPECT_TRUE(gu.fuse_swiglu);
+  EXPECT_EQ(gu.n, 2 * m.I);
+  EXPECT_EQ(gu.k, m.H);
+  const ExpertGemmShape& dn = chooser->asked[1];
+  EXPECT_FALSE(dn.fuse_swiglu);
+  EXPECT_EQ(dn.n, m.H);
+  EXPECT_EQ(dn.k, m.I);
+  for (const auto& s : chooser->asked) {
+    EXPECT_EQ(s.format, WeightFormat::FP8Block);
+    EXPECT_EQ(s.experts, m.E);
+    EXPECT_EQ(s.topk, 8);
+    EXPECT_EQ(s.tokens, T);
+    EXPECT_EQ(s.alignment, m.p.alignment);
+  }
+  const auto st = tactic_choice_stats(TunedFamily::ExpertGemm);
+  EXPECT_EQ(st.calls, 2u);
+  EXPECT_EQ(st.tuned, 2u);  // both answers were non-default tactics
+  EXPECT_EQ(st.last, 0);
+  Tensor gid = wsg.topk_ids.to(Device::cpu());
+  std::vector<int64_t> rows;
+  for (int64_t t = 0; t < T; ++t) {
+    bool same = true;
+    for (int s = 0; s < 8; ++s) same = same && gid.data<int32_t>()[t * 8 + s] == wsc.topk_ids.data<int32_t>()[t * 8 + s];
+    if (same) rows.push_back(t);
+  }
+  ASSERT_GE(static_cast<double>(rows.size()), T - 1.0) << "routing differs on too many tokens";
+  ASSERT_EQ(compare_bf16(got.to(Device::cpu()), want, 3e-2, 3e-2 * rms_bf16(want), "moe layer", &rows), 0);
 }

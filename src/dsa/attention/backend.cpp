@@ -7,6 +7,7 @@
 
 #include "dsa/core/error.h"
 #include "dsa/formats/kv_layout.h"
+#include "dsa/ops/tactics/tactic_chooser.h"
 
 namespace dsa::attn {
 
@@ -163,6 +164,9 @@ void AttentionImpl::forward(const ops::SparseMlaParams& p, int tactic) const {
   if (on_gpu) {
     if (auto why = ops::sparse_mla_cuda_unsupported_reason(p, p.q.device().index))
       fail("attention backend {}: {}", backend_->name(), *why);
+    // Default requested: the tuned tactic for these dims when start-up installed a tuning
+    // table (ops/tactics/tactic_chooser.h), else still the op's heuristic.
+    if (tactic < 0) tactic = ops::choose_sparse_mla_tactic(p);
   }
   ops::sparse_mla_decode(p, tactic);
 }

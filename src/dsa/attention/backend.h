@@ -92,7 +92,8 @@ class AttentionImpl {
   // Runs the sparse-MLA op (src/dsa/ops/sparse_mla) for one batch: checks that the tensors live
   // on this backend's platform and match the configuration (heads, d_qk, cache layout, sink),
   // then dispatches (CPU tensors: the reference; CUDA tensors: the portable kernel with `tactic`,
-  // -1 = default).
+  // -1 = the installed tuning's choice for these dims, or the op's default without one:
+  // ops/tactics/tactic_chooser.h).
   virtual void forward(const ops::SparseMlaParams& p, int tactic = -1) const;
 
  private:

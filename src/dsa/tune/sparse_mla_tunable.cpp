@@ -223,7 +223,14 @@ std::vector<std::unique_ptr<TunableOp>> make_sparse_mla_tunables(const PlanModel
   for (const auto& a : model.attention) {
     SparseMlaTuneConfig c;
     c.device = Device::cuda(device);
+    // The forwards pad the query heads to the kernel's head counts (16, 32, 64, 128; the
+    // padded heads are zero): tune, and key the cache, for the count that actually runs.
     c.heads = a.num_heads;
+    for (int h : {16, 32, 64, 128})
+      if (a.num_heads <= h) {
+        c.heads = h;
+        break;
+      }
     c.sink = a.sink;
     switch (a.kind) {
       case attn::LayerKind::MlaSparse:  // GLM-5.x: top-k over the latent cache, pages of 64

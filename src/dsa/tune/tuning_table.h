@@ -68,7 +68,9 @@ class TuningTable {
   int64_t max_batched_tokens_ = 0;
 };
 
-// The process-wide table that ops consult (the engine fills it at start-up from the cache).
+// The process-wide table that start-up fills from the cache and the tuner (`dsa tune`,
+// warm_up_for_model). The ops consult a copy of it through the active tactic chooser
+// (active_tuning.h), installed by warm_up_for_model.
 TuningTable& global_tuning_table();
 
 }  // namespace dsa::tune

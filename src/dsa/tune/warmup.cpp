@@ -47,9 +47,24 @@ WarmupStats run_warmup(const WarmupPlan& plan, const std::vector<TunableOp*>& op
                cached->description, op.name(), key);
       cached.reset();
     }
+    const bool over_budget =
+        opt.max_seconds > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= opt.max_seconds;
     if (seen == handled.end() && cached && !opt.force) {
       ++st.buckets;
       ++st.found;
+      if (!opt.run_found || over_budget) {  // counted, not launched
+        handled[full] = true;
+        if (bar) bar->advance(1);
+        continue;
+      }
+    }
+    if (seen == handled.end() && (!cached || opt.force) && (!opt.tune_missing || over_budget)) {
+      ++st.buckets;
+      ++st.skipped;
+      handled[full] = false;
+      if (bar) bar->advance(1);
+      continue;
     }
     if (seen == handled.end() && (!cached || opt.force)) {
       ++st.buckets;

@@ -23,6 +23,14 @@ struct WarmupOptions {
   // to save the cache, so an interrupted long run keeps what it tuned), and once at the end.
   std::function<void()> checkpoint;
   double checkpoint_seconds = 20;
+  // Start-up limits (warm_up_for_model): with tune_missing off, buckets not in the table are
+  // skipped (they run the default tactic at run time); with run_found off, buckets found in
+  // the table are not launched; with max_seconds > 0, every item that would start after that
+  // many seconds is skipped (a bucket being tuned is finished, so the bound is soft by one
+  // bucket). Skipped keys are counted in WarmupStats::skipped.
+  bool tune_missing = true;
+  bool run_found = true;
+  double max_seconds = 0;
 };
 
 struct WarmupStats {
@@ -31,6 +39,7 @@ struct WarmupStats {
   size_t tuned = 0;    // keys tuned now
   size_t found = 0;    // keys already in the table
   size_t failed = 0;   // keys where tuning or the warm-up run failed
+  size_t skipped = 0;  // keys not in the table and not tuned (tune_missing off, or over max_seconds)
   double seconds = 0;
   std::vector<BucketResult> results;  // of the keys tuned now
   std::vector<std::string> errors;

@@ -3,12 +3,33 @@
 #include "dsa/core/error.h"
 #include "dsa/core/trace.h"
 #include "dsa/formats/kv_cache_ops.h"
-#include "dsa/model/glm5/glue.h"
 #include "dsa/ops/indexer/indexer.h"
 #include "dsa/ops/linear/linear.h"
 #include "dsa/ops/norm/norm.h"
+#include "dsa/ops/tensor/tensor_ops.h"
 
 namespace dsa::model::glm5 {
+
+IndexerInputs indexer_inputs(const IndexerWeights& w, const Tensor& x, const Tensor& q_res, const Tensor& positions,
+                             const AttentionConfig& cfg) {
+  const int64_t T = x.size(0), Hi = cfg.index_heads, D = cfg.index_dim;
+  const Device dev = x.device();
+  ops::RopeParams rp = cfg.rope_params;
+  rp.offset = 0;  // the indexer rotates the FIRST qk_rope dims of its 128
+
+  IndexerInputs in;
+  in.q = apply(w.wq_b, q_res).reshape({T, Hi, D});
+  ops::apply_rope(in.q, positions, cfg.rope, rp);
+
+  Tensor k_raw = apply(w.wk, x);  // bf16 [T][128]
+  in.k = Tensor::empty({T, D}, DType::F32, dev);
+  ops::layer_norm(k_raw, w.k_norm_w, w.k_norm_b, in.k, ops::NormParams{1e-6f});
+  ops::apply_rope(in.k, positions, cfg.rope, rp);
+
+  in.weights = Tensor::empty({T, Hi}, DType::F32, dev);
+  ops::linear_bf16(x, w.weights_proj, in.weights);
+  return in;
+}
 
 namespace {
 
@@ -17,19 +38,8 @@ void run_indexer(const IndexerWeights& w, int layer, const Tensor& x, const Tens
                  const AttentionConfig& cfg, Step& step) {
   const int64_t T = step.tokens, Hi = cfg.index_heads, D = cfg.index_dim;
   const Device dev = x.device();
-  ops::RopeParams rp = cfg.rope_params;
-  rp.offset = 0;  // the indexer rotates the FIRST qk_rope dims of its 128
-
-  Tensor qi = apply(w.wq_b, q_res).reshape({T, Hi, D});
-  ops::apply_rope(qi, step.positions, cfg.rope, rp);
-
-  Tensor k_raw = apply(w.wk, x);  // bf16 [T][128]
-  Tensor k = Tensor::empty({T, D}, DType::F32, dev);
-  ops::layer_norm(k_raw, w.k_norm_w, w.k_norm_b, k, ops::NormParams{1e-6f});
-  ops::apply_rope(k, step.positions, cfg.rope, rp);
-
-  Tensor weights = Tensor::empty({T, Hi}, DType::F32, dev);
-  ops::linear_bf16(x, w.weights_proj, weights);
+  const IndexerInputs in = indexer_inputs(w, x, q_res, step.positions, cfg);
+  const Tensor &qi = in.q, &k = in.k, &weights = in.weights;
 
   Tensor local = Tensor::empty({T, cfg.index_topk}, DType::I32, dev);
   const ops::IndexerParams ip = ops::IndexerParams::glm(cfg.index_topk, Hi, D);
@@ -93,14 +103,12 @@ Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const 
   if (w.has_indexer) run_indexer(w.indexer, layer, x, q_res, cfg, step);
   DSA_CHECK(step.topk_slots.defined(), "glm5 layer {}: a shared indexer layer needs a full layer before it", layer);
 
-  // Absorbed query [W_UK q_nope | q_rope], padded heads zero. The per-head products run on the
-  // host (glue.h); on CUDA the tensors make a round trip until they get a kernel.
-  const Tensor qh = q.to(Device::cpu());
-  Tensor q_full_h = Tensor::zeros({T, Hp, C + Dr}, DType::BF16);
-  Tensor q_heads = q_full_h.slice(1, 0, H);
-  head_matmul(qh.slice(2, 0, Dn), w.w_uk, q_heads.slice(2, 0, C));
-  copy_3d(q_heads.slice(2, C, C + Dr), qh.slice(2, Dn, Dn + Dr));
-  const Tensor q_full = q_full_h.to(dev);
+  // Absorbed query [W_UK q_nope | q_rope] per head, written straight into the padded layout
+  // the attention kernels take (heads H..Hp stay zero).
+  const Tensor q_full = Tensor::zeros({T, Hp, C + Dr}, DType::BF16, dev);
+  const Tensor q_heads = q_full.slice(1, 0, H);
+  ops::head_matmul(q.slice(2, 0, Dn), w.w_uk, q_heads.slice(2, 0, C));
+  ops::copy_cast(q_heads.slice(2, C, C + Dr), q.slice(2, Dn, Dn + Dr));
 
   ops::SparseMlaParams sp;
   sp.q = q_full;
@@ -116,10 +124,9 @@ Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const 
   }
 
   // Latent output -> v per head -> o_proj.
-  const Tensor oh = sp.o.to(Device::cpu());
-  Tensor v = Tensor::empty({T, H, cfg.v_head}, DType::BF16);
-  head_matmul(oh.slice(1, 0, H), w.w_uv, v);
-  return apply(w.o_proj, v.reshape({T, H * cfg.v_head}).to(dev));
+  Tensor v = Tensor::empty({T, H, cfg.v_head}, DType::BF16, dev);
+  ops::head_matmul(sp.o.slice(1, 0, H), w.w_uv, v);
+  return apply(w.o_proj, v.reshape({T, H * cfg.v_head}));
 }
 
 }  // namespace dsa::model::glm5

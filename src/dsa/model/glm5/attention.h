@@ -37,6 +37,17 @@ struct AttentionConfig {
   ops::RopeParams rope_params;
 };
 
+// The indexer's per-token inputs (used by attention_block on "full" layers; public so that a test
+// can feed it transformers' layer inputs): x bf16 [T][hidden] (input_layernorm output), q_res bf16
+// [T][q_lora], positions i32|i64 [T] -> q bf16 [T][index_heads][index_dim] (RoPE applied),
+// k f32 [T][index_dim] (LayerNorm, RoPE), weights f32 [T][index_heads] (raw weights_proj x).
+// ops::indexer_topk(q, keys, weights, positions, IndexerParams::glm(...)) then scores and selects.
+struct IndexerInputs {
+  Tensor q, k, weights;
+};
+IndexerInputs indexer_inputs(const IndexerWeights& w, const Tensor& x, const Tensor& q_res, const Tensor& positions,
+                             const AttentionConfig& cfg);
+
 // x: bf16 [T][hidden] (input_layernorm output). Returns bf16 [T][hidden].
 // cache: the layer's fp8_ds_mla latent pool (KV manager), addressed by step.slots / step.blocks.
 Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const AttentionConfig& cfg,

@@ -10,9 +10,9 @@
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
 #include "dsa/core/trace.h"
-#include "dsa/model/glm5/glue.h"
 #include "dsa/ops/linear/linear.h"
 #include "dsa/ops/norm/norm.h"
+#include "dsa/ops/tensor/tensor_ops.h"
 
 namespace dsa::model::glm5 {
 
@@ -90,7 +90,7 @@ Model::Model(const std::string& dir, Device device, const Options& opt) : device
   lo.device = Device::cpu();  // memory-mapped; build_weights reshapes and moves to `device`
   lo.progress = false;
   const LoadedWeights lw = load_glm5(dir, lo, &dims_);
-  w_ = build_weights(lw, dims_, device);
+  w_ = build_weights(lw, dims_, device, opt.absorbed_dtype);
 
   AttentionConfig& a = attn_cfg_;
   a.heads = dims_.heads;
@@ -184,10 +184,12 @@ Tensor Model::forward(const ForwardBatch& batch, bool all_logits) {
   const int64_t T = step.tokens, Hd = dims_.hidden;
   const ops::NormParams rms{static_cast<float>(cfg_.rms_norm_eps)};
 
-  // Residual stream in f32; block inputs and outputs in bf16.
-  Tensor x = Tensor::empty({T, Hd}, DType::F32);
-  embed_rows(w_.embed, batch.token_ids, x);
-  x = x.to(device_);
+  // Residual stream in f32; block inputs and outputs in bf16. Everything below runs on the
+  // model's device: the token ids (checked against the vocabulary in prepare) go up once.
+  const Tensor ids =
+      Tensor::from_blob(const_cast<int32_t*>(batch.token_ids.data()), {T}, DType::I32).to(device_);
+  Tensor x = Tensor::empty({T, Hd}, DType::F32, device_);
+  ops::embed_rows(w_.embed, ids, x);
   trace_tensor("glm5.embed", x);
   Tensor h = Tensor::empty({T, Hd}, DType::BF16, device_);
   for (size_t l = 0; l < w_.layers.size(); ++l) {
@@ -198,9 +200,9 @@ Tensor Model::forward(const ForwardBatch& batch, bool all_logits) {
     const engine::KvPool& pool = kv_->pool(static_cast<int>(l), attn::CacheRole::Latent);
     cache.page_size = pool.page_size;
     cache.data = pool.data;
-    add_into(x, attention_block(L, static_cast<int>(l), h, attn_cfg_, *attn_impl_, cache, step));
+    ops::add_into(x, attention_block(L, static_cast<int>(l), h, attn_cfg_, *attn_impl_, cache, step));
     ops::rms_norm(x, L.post_attn_norm, h, rms);
-    add_into(x, mlp_block(L, h, mlp_cfg_, moe_ws_));
+    ops::add_into(x, mlp_block(L, h, mlp_cfg_, moe_ws_));
     if (trace_enabled()) trace_tensor(fmt::format("glm5.layer{}.x", l), x);
   }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "dsa/engine/kv_manager.h"
@@ -15,6 +16,7 @@ namespace dsa::model::glm5 {
 
 struct Options {
   int64_t kv_pages = 0;  // KV manager blocks of 64 tokens (all requests); 0: DSA_GLM5_KV_PAGES or 256
+  std::optional<DType> absorbed_dtype;  // w_uk / w_uv storage (weights.h); unset: f32 on CPU, bf16 on CUDA
 };
 
 class Model final : public CausalLM {
@@ -25,6 +27,9 @@ class Model final : public CausalLM {
   int add_request() override;
   void free_request(int id) override;
   Tensor forward(const ForwardBatch& batch, bool all_logits = false) override;
+  // Read-only views for tests that drive one block with outside inputs.
+  const Weights& weights() const { return w_; }
+  const AttentionConfig& attention_config() const { return attn_cfg_; }
 
  private:
   Step prepare(const ForwardBatch& batch);

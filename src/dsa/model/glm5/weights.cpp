@@ -7,6 +7,7 @@
 #include "dsa/core/dtype_conv.h"
 #include "dsa/core/error.h"
 #include "dsa/formats/fp8_block.h"
+#include "dsa/ops/tensor/tensor_ops.h"
 
 namespace dsa::model::glm5 {
 
@@ -104,7 +105,10 @@ Linear linear_to(const Linear& l, Device dev) {
 
 }  // namespace
 
-Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Device dev) {
+Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Device dev, std::optional<DType> absorbed) {
+  const DType absorbed_dtype = absorbed.value_or(dev.is_cuda() ? DType::BF16 : DType::F32);
+  DSA_CHECK(absorbed_dtype == DType::F32 || absorbed_dtype == DType::BF16,
+            "glm5: absorbed MLA weights (w_uk, w_uv) are stored in f32 or bf16, not {}", dtype_name(absorbed_dtype));
   auto get = [&](const std::string& n) { return lw.get(n); };
   auto linear = [&](const std::string& base) {
     Linear l;
@@ -123,7 +127,7 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
   auto vec = [&](const std::string& n) { return get(n).to(dev); };
 
   Weights W;
-  W.embed = get("model.embed_tokens.weight").to(Device::cpu());
+  W.embed = get("model.embed_tokens.weight").to(dev);
   W.final_norm = vec("model.norm.weight");
   W.lm_head = to_bf16(get("lm_head.weight")).to(dev);
   for (int64_t l = 0; l < d.layers; ++l) {
@@ -154,6 +158,12 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
         for (int64_t c = 0; c < C; ++c) uk[(h * C + c) * Dn + i] = rows[i * C + c];
       std::memcpy(uv + h * Dv * C, rows + Dn * C, sizeof(float) * Dv * C);
     }
+    if (absorbed_dtype != DType::F32) {
+      L.w_uk = ops::cast(L.w_uk, absorbed_dtype);
+      L.w_uv = ops::cast(L.w_uv, absorbed_dtype);
+    }
+    L.w_uk = L.w_uk.to(dev);
+    L.w_uv = L.w_uv.to(dev);
 
     L.has_indexer = d.indexer_full.at(static_cast<size_t>(l));
     if (L.has_indexer) {

@@ -4,12 +4,15 @@
 // What is reshaped at load (and why):
 //  - kv_b_proj [H*(192+256)][512] is split per head into the two absorbed matrices (REFERENCE
 //    section 3): w_uk [H][512][192] (transposed: q_nope -> 512-d latent query) and
-//    w_uv [H][256][512] (latent attention output -> v_head). Dequantized to f32 (CPU glue).
+//    w_uv [H][256][512] (latent attention output -> v_head). Dequantized to f32, then kept in f32
+//    (the CPU default: the reference path) or rounded once to bf16 (the CUDA default: half the
+//    memory, 59 -> 29 MB per layer at 64 heads, and half the bytes each decode step reads).
 //  - Routed experts experts.E.{gate,up,down}_proj are stacked into the grouped-GEMM layout of
 //    ops/moe (w13 [E][2I][H] gate rows then up rows, w2 [E][H][I], FP8 block scales alongside);
 //    the shared expert and the dense MLP use the same layout with one "expert".
 //  - F32 copies of weights that ops want in bf16 (weights_proj, lm_head) are rounded to bf16.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,8 +44,8 @@ struct LayerWeights {
   Tensor input_norm, post_attn_norm;  // [hidden]
   Linear q_a, q_b, kv_a, o_proj;
   Tensor q_a_norm, kv_a_norm;
-  Tensor w_uk;  // f32 [H][kv_lora][qk_nope] (CPU)
-  Tensor w_uv;  // f32 [H][v_head][kv_lora] (CPU)
+  Tensor w_uk;  // f32|bf16 [H][kv_lora][qk_nope]
+  Tensor w_uv;  // f32|bf16 [H][v_head][kv_lora]
   bool has_indexer = false;  // indexer_types[l] == "full"
   IndexerWeights indexer;
   bool dense = false;
@@ -50,7 +53,7 @@ struct LayerWeights {
 };
 
 struct Weights {
-  Tensor embed;     // [vocab][hidden] bf16 or f32 (CPU: rows gathered on the host)
+  Tensor embed;     // [vocab][hidden] bf16 or f32, as in the checkpoint
   Tensor final_norm;
   Tensor lm_head;   // bf16 [vocab][hidden]
   std::vector<LayerWeights> layers;
@@ -58,7 +61,9 @@ struct Weights {
 
 // Builds the forward's weights from loaded checkpoint tensors (on the CPU) and moves them to
 // `device`. Throws dsa::Error naming the tensor when a format is not supported (BF16 routed
-// experts: the grouped GEMM takes FP8 or MXFP4 weights).
-Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Device device);
+// experts: the grouped GEMM takes FP8 or MXFP4 weights). `absorbed`: dtype of w_uk / w_uv (f32 or
+// bf16); unset = f32 on the CPU, bf16 on CUDA.
+Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Device device,
+                      std::optional<DType> absorbed = std::nullopt);
 
 }  // namespace dsa::model::glm5

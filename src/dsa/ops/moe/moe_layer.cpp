@@ -1,6 +1,8 @@
 // The MoE layer as straight-line code over the MoE ops; runs wherever the tensors live.
 #include "dsa/ops/moe/moe_layer.h"
 
+#include "dsa/ops/tactics/tactic_chooser.h"
+
 namespace dsa::ops {
 
 // Reallocates t unless it already has this shape, dtype and device.
@@ -48,10 +50,18 @@ void moe_layer(const Tensor& x, const Tensor& token_ids, const MoeLayerWeights& 
   gp.rows_per_expert_hint = static_cast<double>(T) * static_cast<double>(k) / static_cast<double>(E);
   gp.fuse_swiglu = true;
   gp.swiglu_limit = p.swiglu_limit;
-  ensure(ws.act, {l.rows_cap, I2 / 2}, DType::BF16, dev);
-  expert_gemm(x, l.src_token, l.m_indices, w.w13, ws.act, gp);  // gather + gate/up + SwiGLU
   ExpertGemmParams dp = gp;
   dp.fuse_swiglu = false;
+  if (p.tactic < 0 && dev.is_cuda()) {
+    // Default requested: the tuned tile per GEMM when start-up installed a tuning table
+    // (ops/tactics/tactic_chooser.h), else the op's heuristic.
+    ExpertGemmShape s{w.w13.format, E, k, I2, H, true, p.alignment, T};
+    gp.tactic = choose_expert_gemm_tactic(s);
+    s = ExpertGemmShape{w.w2.format, E, k, H, I2 / 2, false, p.alignment, T};
+    dp.tactic = choose_expert_gemm_tactic(s);
+  }
+  ensure(ws.act, {l.rows_cap, I2 / 2}, DType::BF16, dev);
+  expert_gemm(x, l.src_token, l.m_indices, w.w13, ws.act, gp);  // gather + gate/up + SwiGLU
   ensure(ws.y, {l.rows_cap, H}, DType::BF16, dev);
   expert_gemm(ws.act, Tensor(), l.m_indices, w.w2, ws.y, dp);
 

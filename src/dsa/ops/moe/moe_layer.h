@@ -25,7 +25,8 @@ struct MoeLayerParams {
   RouterParams router;
   float swiglu_limit = 10.f;  // DeepSeek-V4: 10; GLM-5.1: 0 (no clamp)
   int64_t alignment = 64;
-  int tactic = -1;            // passed to the expert GEMMs
+  int tactic = -1;            // passed to the expert GEMMs; -1 on CUDA: the installed tuning's
+                              // choice per GEMM (ops/tactics/tactic_chooser.h), else the default
 };
 
 // Scratch buffers, grown on demand and reused across calls (keeps allocation out of the hot path).

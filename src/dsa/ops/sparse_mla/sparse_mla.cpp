@@ -2,6 +2,7 @@
 #include "dsa/ops/sparse_mla/sparse_mla.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -154,6 +155,15 @@ std::optional<std::string> sparse_mla_cuda_unsupported_reason(const SparseMlaPar
 #endif
 }
 
+namespace {
+std::atomic<int> g_last_launched{0};  // heads_per_cta * 100 + splits of the last CUDA launch
+}  // namespace
+
+SparseMlaTactic sparse_mla_last_launched_tactic() {
+  const int v = g_last_launched.load(std::memory_order_relaxed);
+  return SparseMlaTactic{v / 100, v % 100};
+}
+
 void sparse_mla_decode(const SparseMlaParams& p, int tactic) {
   p.validate();
   if (!p.q.device().is_cuda()) {
@@ -173,6 +183,7 @@ void sparse_mla_decode(const SparseMlaParams& p, int tactic) {
               tactic, all.size());
     t = all[tactic];
   }
+  g_last_launched.store(t.heads_per_cta * 100 + t.splits, std::memory_order_relaxed);
   sparse_mla_cuda::launch(p, t);
 #else
   (void)tactic;

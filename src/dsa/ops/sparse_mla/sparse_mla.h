@@ -93,6 +93,9 @@ SparseMlaTactic sparse_mla_default_tactic(const SparseMlaParams& p, int sm_count
 // Runs the op on the tensors' device: CPU tensors -> reference, CUDA tensors -> CUDA kernel
 // (tactic: index into sparse_mla_tactics(p), -1 = default). Validates first.
 void sparse_mla_decode(const SparseMlaParams& p, int tactic = -1);
+// The tactic of the last CUDA launch of sparse_mla_decode in this process (any thread), for
+// tests and logs that check which tactic ran; {0, 0} before the first launch.
+SparseMlaTactic sparse_mla_last_launched_tactic();
 
 // The CPU reference (double accumulation). Tensors must be on the CPU.
 void sparse_mla_reference(const SparseMlaParams& p);

@@ -1,10 +1,16 @@
 #include "dsa/ops/tensor/tensor_ops.h"
 
 #include <array>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "dsa/core/error.h"
 #include "dsa/ops/norm/elem.h"
+#ifdef DSA_WITH_CUDA
+#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/ops/tensor/tensor_ops_cuda.h"
+#endif
 
 namespace dsa::ops {
 
@@ -14,9 +20,17 @@ void same_device(const char* op, const Tensor& a, const Tensor& b) {
   DSA_CHECK(a.device() == b.device(), "{}: tensors on different devices ({} and {})", op, a.str(), b.str());
 }
 
+#ifndef DSA_WITH_CUDA
 [[noreturn]] void no_cuda(const char* op, const Tensor& t) {
-  fail("{}: CUDA tensors are not supported yet ({})", op, t.str());
+  fail("{}: tensors are on {} but this build has no CUDA ({})", op, t.device().str(), t.str());
 }
+#endif
+
+#ifdef DSA_WITH_CUDA
+// Tokens from which head_matmul takes cuBLASLt: below, the weight read dominates and the SIMT
+// kernel (weight tile reused over 16 tokens) is as good without a plan lookup.
+constexpr int64_t kCublasLtMinTokens = 32;
+#endif
 
 // Element offset of flat index i (row-major over `shape`) under `strides`.
 int64_t offset_of(int64_t i, const Shape& shape, const std::vector<int64_t>& strides) {
@@ -37,7 +51,27 @@ void copy_cast(const Tensor& dst, const Tensor& src) {
   same_device("copy_cast", dst, src);
   DSA_CHECK(dst.shape() == src.shape(), "copy_cast: shapes differ ({} <- {})", dst.str(), src.str());
   DSA_CHECK(dst.dim() <= 4, "copy_cast: at most 4 dims, got {}", dst.str());
-  if (dst.device().is_cuda()) no_cuda("copy_cast", dst);
+  if (dst.device().is_cuda()) {
+#ifdef DSA_WITH_CUDA
+    cuda::CopyCastArgs a{};
+    a.dst = dst.raw();
+    a.src = src.raw();
+    const int pad = 4 - static_cast<int>(dst.dim());
+    for (int d = 0; d < 4; ++d) {
+      const bool real = d >= pad;
+      a.shape[d] = real ? dst.size(d - pad) : 1;
+      a.dst_stride[d] = real ? dst.stride(d - pad) : 0;
+      a.src_stride[d] = real ? src.stride(d - pad) : 0;
+    }
+    a.dst_dtype = dst.dtype();
+    a.src_dtype = src.dtype();
+    cuda::set_device(dst.device().index);
+    cuda::copy_cast(a);
+    return;
+#else
+    no_cuda("copy_cast", dst);
+#endif
+  }
   const int64_t n = dst.numel();
   for (int64_t i = 0; i < n; ++i)
     store_f(dst.raw(), dst.dtype(), offset_of(i, dst.shape(), dst.strides()),
@@ -55,7 +89,15 @@ void add_into(const Tensor& acc, const Tensor& x) {
   DSA_CHECK(acc.dtype() == DType::F32 && acc.is_contiguous() && x.is_contiguous() && acc.shape() == x.shape(),
             "add_into: needs contiguous f32 acc and x of the same shape, got {} += {}", acc.str(), x.str());
   check_activation_dtype("add_into x", x.dtype());
-  if (acc.device().is_cuda()) no_cuda("add_into", acc);
+  if (acc.device().is_cuda()) {
+#ifdef DSA_WITH_CUDA
+    cuda::set_device(acc.device().index);
+    cuda::add_into(acc.data<float>(), x.raw(), x.dtype(), acc.numel());
+    return;
+#else
+    no_cuda("add_into", acc);
+#endif
+  }
   float* a = acc.data<float>();
   for (int64_t i = 0; i < acc.numel(); ++i) a[i] += load_f(x.raw(), x.dtype(), i);
 }
@@ -73,8 +115,26 @@ void embed_rows(const Tensor& table, const Tensor& ids, const Tensor& out) {
   const int64_t T = ids.size(0);
   DSA_CHECK(out.is_contiguous() && out.size(0) == T && out.size(out.dim() - 1) == D && (out.dim() == 2 || out.dim() == 3),
             "embed_rows: out must be [{}][{}] or [{}][R][{}] contiguous, got {}", T, D, T, D, out.str());
-  if (table.device().is_cuda()) no_cuda("embed_rows", table);
   const int64_t R = out.dim() == 3 ? out.size(1) : 1;
+  if (table.device().is_cuda()) {
+#ifdef DSA_WITH_CUDA
+    cuda::EmbedRowsArgs a{};
+    a.table = table.raw();
+    a.ids = ids.data<int32_t>();
+    a.out = out.raw();
+    a.vocab = V;
+    a.dim = D;
+    a.tokens = T;
+    a.repeat = R;
+    a.table_dtype = table.dtype();
+    a.out_dtype = out.dtype();
+    cuda::set_device(table.device().index);
+    cuda::embed_rows(a);
+    return;
+#else
+    no_cuda("embed_rows", table);
+#endif
+  }
   for (int64_t t = 0; t < T; ++t) {
     const int32_t id = ids.data<int32_t>()[t];
     DSA_CHECK(id >= 0 && id < V, "embed_rows: token {} has id {} outside the vocabulary [0, {})", t, id, V);
@@ -97,7 +157,35 @@ void head_matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
                 x.stride(2) == 1 && out.stride(2) == 1,
             "head_matmul: x {} w {} out {} (x [T][>=H][K], w [H][N][K], out [T][>=H][N], last dims contiguous)",
             x.str(), w.str(), out.str());
-  if (x.device().is_cuda()) no_cuda("head_matmul", x);
+  if (x.device().is_cuda()) {
+#ifdef DSA_WITH_CUDA
+    cuda::HeadMatmulArgs a{};
+    a.x = x.raw();
+    a.w = w.raw();
+    a.out = out.raw();
+    a.tokens = T;
+    a.heads = H;
+    a.n = N;
+    a.k = K;
+    a.x_stride_t = x.stride(0);
+    a.x_stride_h = x.stride(1);
+    a.out_stride_t = out.stride(0);
+    a.out_stride_h = out.stride(1);
+    a.x_dtype = x.dtype();
+    a.w_dtype = w.dtype();
+    a.out_dtype = out.dtype();
+    cuda::set_device(x.device().index);
+    // Prefill-sized bf16 problems go to the tensor cores (cuBLASLt); decode and everything
+    // cuBLASLt does not take to the SIMT kernel. DSA_HEAD_MATMUL=kernel forces the kernel.
+    const char* force = std::getenv("DSA_HEAD_MATMUL");
+    const bool kernel_only = force && std::string_view(force) == "kernel";
+    if (T >= kCublasLtMinTokens && !kernel_only && cuda::head_matmul_cublaslt(a)) return;
+    cuda::head_matmul(a);
+    return;
+#else
+    no_cuda("head_matmul", x);
+#endif
+  }
   const size_t xe = dtype_size(x.dtype()), oe = dtype_size(out.dtype());
   std::vector<float> xr(static_cast<size_t>(K));
   for (int64_t t = 0; t < T; ++t)

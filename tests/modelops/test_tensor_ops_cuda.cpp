@@ -1,0 +1,294 @@
+// CUDA kernels of ops/tensor against the CPU reference (test_tensor_ops.cpp checks that one by
+// hand) on fresh random inputs. Both sides start from the same poisoned (0xFF = NaN) buffers and
+// run the op on the same views, so every byte outside the view must stay poison on both and every
+// byte inside must be written. copy_cast, add_into and embed_rows are exact (bitwise equal);
+// head_matmul sums in another rounding order (fused multiply-add), so it gets a tolerance, and
+// NaN never passes (expect_close rejects non-finite values).
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "dsa/ops/tensor/tensor_ops.h"
+#include "helpers.h"
+
+using namespace dsa;
+using namespace dsa::ops;
+using namespace dsa::test;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+
+// The same view (shape, strides, byte offset) over another storage of the same size.
+Tensor same_view(const Tensor& view, const Tensor& base_of_view, const Tensor& other_base) {
+  const size_t off =
+      static_cast<size_t>(static_cast<const char*>(view.raw()) - static_cast<const char*>(base_of_view.raw()));
+  return Tensor::from_blob(static_cast<char*>(other_base.raw()) + off, view.shape(), view.dtype(), other_base.device(),
+                           view.strides());
+}
+
+// Byte-identical contiguous tensors (same shape and dtype); reports the first differing element.
+void expect_bitwise(const Tensor& gpu, const Tensor& cpu, const std::string& what) {
+  Tensor g = gpu.to(Device::cpu());
+  ASSERT_EQ(g.shape(), cpu.shape()) << what;
+  const size_t es = dtype_size(cpu.dtype());
+  for (int64_t i = 0; i < cpu.numel(); ++i)
+    if (std::memcmp(static_cast<const char*>(g.raw()) + i * es, static_cast<const char*>(cpu.raw()) + i * es, es)) {
+      ADD_FAILURE() << what << ": element " << i << " differs: cuda " << at(g, i) << " cpu " << at(cpu, i);
+      return;
+    }
+}
+
+size_t nan_count(const Tensor& t) {
+  Tensor c = t.to(Device::cpu());
+  size_t n = 0;
+  for (int64_t i = 0; i < c.numel(); ++i) n += std::isnan(at(c, i));
+  return n;
+}
+
+// copy_cast of `src_view` (a view of src_base) into `dst_view` (a view of a poisoned dst_base),
+// on both devices; the whole dst buffers must match bit for bit, and exactly the elements outside
+// the view stay NaN.
+void copy_case(const Tensor& src_base, const Tensor& src_view, const Tensor& dst_base, const Tensor& dst_view,
+               const std::string& what) {
+  Tensor dcpu = dst_base;
+  poison(dcpu);
+  Tensor sg = src_base.to(kGpu), dg = Tensor::empty(dst_base.shape(), dst_base.dtype(), kGpu);
+  poison(dg);
+  copy_cast(dst_view, src_view);
+  copy_cast(same_view(dst_view, dst_base, dg), same_view(src_view, src_base, sg));
+  expect_bitwise(dg, dcpu, what);
+  EXPECT_EQ(nan_count(dg), static_cast<size_t>(dst_base.numel() - dst_view.numel())) << what;
+}
+
+}  // namespace
+
+TEST(ModelopsTensorOps, CudaCopyCastViews) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  for (DType sd : {DType::F32, DType::BF16})
+    for (DType dd : {DType::F32, DType::BF16}) {
+      const std::string dts = fmt::format("{}->{}", dtype_name(sd), dtype_name(dd));
+      // contiguous 4-d, odd sizes
+      {
+        Tensor s = random_act({3, 5, 7, 9}, sd, rng), d = Tensor::empty({3, 5, 7, 9}, dd);
+        copy_case(s, s, d, d, "contiguous 4-d " + dts);
+      }
+      // slice of the last dim into a slice of the middle dim (GLM's q_rope -> padded q)
+      {
+        Tensor s = random_act({5, 3, 256}, sd, rng), d = Tensor::empty({5, 8, 576}, dd);
+        copy_case(s, s.slice(2, 192, 256), d, d.slice(1, 0, 3).slice(2, 512, 576), "q_rope into padded q " + dts);
+      }
+      // select (drops a dim) into a 2-d slice; T = 1 rows
+      {
+        Tensor s = random_act({1, 4, 33}, sd, rng), d = Tensor::empty({1, 40}, dd);
+        copy_case(s, s.select(1, 2), d, d.slice(1, 3, 36), "select, T=1 " + dts);
+      }
+      // transposed source (strides from from_blob), 4-d with a size-1 dim, 1-d, empty
+      {
+        Tensor s = random_act({6, 11}, sd, rng), d = Tensor::empty({11, 6}, dd);
+        Tensor st = Tensor::from_blob(s.raw(), {11, 6}, sd, Device::cpu(), {1, 11});
+        copy_case(s, st, d, d, "transposed " + dts);
+      }
+      {
+        Tensor s = random_act({2, 1, 3, 130}, sd, rng), d = Tensor::empty({2, 1, 3, 131}, dd);
+        copy_case(s, s.slice(3, 0, 129), d, d.slice(3, 2, 131), "4-d size-1 dim " + dts);
+      }
+      {
+        Tensor s = random_act({1001}, sd, rng), d = Tensor::empty({1001}, dd);
+        copy_case(s, s, d, d, "1-d " + dts);
+      }
+      {
+        Tensor s = random_act({4, 8}, sd, rng), d = Tensor::empty({4, 8}, dd);
+        copy_case(s, s.slice(0, 2, 2), d, d.slice(0, 1, 1), "empty " + dts);
+      }
+    }
+  // cast() of a strided CUDA view gives a contiguous tensor on the GPU
+  Tensor s = random_f32({4, 9}, rng);
+  Tensor c = cast(s.to(kGpu).slice(1, 2, 7), DType::BF16);
+  EXPECT_TRUE(c.device().is_cuda() && c.is_contiguous());
+  expect_bitwise(c, cast(s.slice(1, 2, 7), DType::BF16), "cast of a strided view");
+  // devices must agree
+  EXPECT_NE(error_of([&] { copy_cast(Tensor::empty({4, 9}, DType::F32, kGpu), s); }).find("different devices"),
+            std::string::npos);
+}
+
+TEST(ModelopsTensorOps, CudaAddInto) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  for (DType xd : {DType::F32, DType::BF16})
+    for (Shape shape : {Shape{1, 1}, Shape{37, 6144}, Shape{3, 100003}, Shape{0, 5}}) {
+      Tensor acc = random_f32(shape, rng, 3.f), x = random_act(shape, xd, rng);
+      Tensor ag = acc.to(kGpu), xg = x.to(kGpu);
+      add_into(acc, x);
+      add_into(ag, xg);
+      const std::string what = fmt::format("add_into {} {}", dtype_name(xd), shape_str(shape));
+      expect_bitwise(ag, acc, what);
+      EXPECT_EQ(nan_count(ag), 0u) << what;
+    }
+  Tensor a = Tensor::zeros({4}, DType::F32, kGpu);
+  EXPECT_NE(error_of([&] { add_into(a, Tensor::zeros({4}, DType::F32)); }).find("different devices"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { add_into(a, Tensor::zeros({5}, DType::F32, kGpu)); }).find("same shape"),
+            std::string::npos);
+}
+
+TEST(ModelopsTensorOps, CudaEmbedRowsWithBadIds) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const int64_t V = 1000;
+  for (DType td : {DType::F32, DType::BF16})
+    for (DType od : {DType::F32, DType::BF16})
+      for (int64_t T : {1, 37})
+        for (int64_t R : {0, 1, 3}) {  // R = 0: 2-d out [T][D]; else [T][R][D]
+          const int64_t D = T == 1 ? 1 : 777;
+          Tensor table = random_act({V, D}, td, rng);
+          Tensor ids = Tensor::empty({T}, DType::I32), good = Tensor::empty({T}, DType::I32);
+          const int32_t bad[] = {-1, static_cast<int32_t>(V), INT_MAX, INT_MIN};
+          std::vector<bool> is_bad(static_cast<size_t>(T));
+          for (int64_t t = 0; t < T; ++t) {
+            is_bad[t] = T > 1 && t % 5 == 2;
+            const int32_t id = static_cast<int32_t>(rng.randint(0, V - 1));
+            ids.data<int32_t>()[t] = is_bad[t] ? bad[(t / 5) % 4] : id;
+            good.data<int32_t>()[t] = is_bad[t] ? 0 : id;
+          }
+          const Shape oshape = R == 0 ? Shape{T, D} : Shape{T, R, D};
+          Tensor ref = Tensor::empty(oshape, od), out = Tensor::empty(oshape, od, kGpu);
+          poison(out);
+          embed_rows(table, good, ref);  // the CPU refuses bad ids: reference rows for id 0, zeroed below
+          const int64_t row = (R == 0 ? 1 : R) * D;
+          for (int64_t t = 0; t < T; ++t)
+            if (is_bad[t])
+              std::memset(static_cast<char*>(ref.raw()) + t * row * dtype_size(od), 0, row * dtype_size(od));
+          embed_rows(table.to(kGpu), ids.to(kGpu), out);
+          const std::string what =
+              fmt::format("embed_rows table {} out {} T={} R={}", dtype_name(td), dtype_name(od), T, R);
+          expect_bitwise(out, ref, what);
+          EXPECT_EQ(nan_count(out), 0u) << what;
+        }
+  EXPECT_NE(error_of([&] {
+              embed_rows(Tensor::zeros({4, 2}, DType::F32, kGpu), Tensor::zeros({1}, DType::I32),
+                         Tensor::empty({1, 2}, DType::F32, kGpu));
+            }).find("different devices"),
+            std::string::npos);
+}
+
+namespace {
+
+// head_matmul on views: x = x_base.slice(1, 0, Hx).slice(2, kx0, kx0 + K) of [T][Hxb][Kb],
+// out = out_base.slice(1, 0, H).slice(2, n0, n0 + N) of poisoned [T][Hob][Nb]. `check_tokens`
+// limits the CPU reference to the first and last few tokens (large T).
+void head_case(int64_t T, int64_t H, int64_t N, int64_t K, int64_t Hxb, int64_t Kb, int64_t kx0, int64_t Hob,
+               int64_t Nb, int64_t n0, DType xd, DType wd, DType od, Rng& rng, int64_t check_tokens = 0) {
+  const std::string what = fmt::format("head_matmul T={} H={} N={} K={} x {} w {} out {}", T, H, N, K, dtype_name(xd),
+                                       dtype_name(wd), dtype_name(od));
+  Tensor xb = random_act({T, Hxb, Kb}, xd, rng), w = random_act({H, N, K}, wd, rng, 0.1f);
+  Tensor xbg = xb.to(kGpu), wg = w.to(kGpu), obg = Tensor::empty({T, Hob, Nb}, od, kGpu);
+  poison(obg);
+  auto xv = [&](const Tensor& b) { return b.slice(2, kx0, kx0 + K); };
+  auto ov = [&](const Tensor& b) { return b.slice(1, 0, H).slice(2, n0, n0 + N); };
+  head_matmul(xv(xbg), wg, ov(obg));
+  Tensor got = obg.to(Device::cpu());
+
+  // Reference over the checked tokens (all when check_tokens == 0).
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  if (check_tokens == 0 || 2 * check_tokens >= T)
+    ranges.push_back({0, T});
+  else
+    ranges = {{0, check_tokens}, {T - check_tokens, T}};
+  const double tol = od == DType::BF16 ? 8e-3 : 1e-5 * (1.0 + std::sqrt(static_cast<double>(K)));
+  for (auto [a, b] : ranges) {
+    Tensor ref = Tensor::empty({b - a, Hob, Nb}, od);
+    poison(ref);
+    head_matmul(xv(xb.slice(0, a, b)), w, ov(ref));
+    Tensor g = got.slice(0, a, b).contiguous();
+    std::vector<float> gin, rin;
+    for (int64_t i = 0; i < ref.numel(); ++i) {
+      const int64_t n = i % Nb, h = (i / Nb) % Hob;
+      const bool inside = h < H && n >= n0 && n < n0 + N;
+      if (inside) {
+        gin.push_back(at(g, i));
+        rin.push_back(at(ref, i));
+      } else if (!std::isnan(at(g, i))) {
+        ADD_FAILURE() << what << ": element " << i << " outside the view was written";
+        return;
+      }
+    }
+    expect_close(gin, rin, tol, tol, what);
+  }
+}
+
+// Both CUDA routes: the SIMT kernel (DSA_HEAD_MATMUL=kernel) and the default, where bf16
+// problems of >= 32 tokens with aligned strides go to cuBLASLt.
+class ScopedRoute {
+ public:
+  explicit ScopedRoute(bool kernel_only) {
+    if (kernel_only)
+      setenv("DSA_HEAD_MATMUL", "kernel", 1);
+    else
+      unsetenv("DSA_HEAD_MATMUL");
+  }
+  ~ScopedRoute() { unsetenv("DSA_HEAD_MATMUL"); }
+};
+
+}  // namespace
+
+TEST(ModelopsTensorOps, CudaHeadMatmulMatchesCpu) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  for (bool kernel_only : {true, false}) {
+    SCOPED_TRACE(kernel_only ? "route: SIMT kernel" : "route: default (cuBLASLt for large bf16)");
+    const ScopedRoute route(kernel_only);
+    for (DType xd : {DType::F32, DType::BF16})
+      for (DType wd : {DType::F32, DType::BF16})
+        for (DType od : {DType::F32, DType::BF16}) {
+          head_case(3, 5, 70, 33, 5, 33, 0, 5, 70, 0, xd, wd, od, rng);       // odd everything, contiguous
+          head_case(1, 2, 1, 1, 4, 3, 1, 3, 2, 1, xd, wd, od, rng);           // T = 1, N = K = 1, views
+          head_case(0, 2, 8, 8, 2, 8, 0, 2, 8, 0, xd, wd, od, rng);           // no tokens
+          head_case(17, 3, 64, 64, 3, 64, 0, 3, 64, 0, xd, wd, od, rng);      // T just above the decode tile
+          head_case(131, 4, 129, 97, 6, 100, 2, 5, 131, 1, xd, wd, od, rng);  // prefill tile, all tails
+          head_case(40, 3, 64, 32, 4, 48, 8, 3, 80, 8, xd, wd, od, rng);      // aligned views (cuBLASLt if bf16)
+        }
+    // GLM shapes: W_UK q_nope [T][64 of 64][192 of 256] -> q [T][64 of 128][512 of 576], bf16 w
+    // and f32 w; W_UV o [T][64 of 128][512] -> v [T][64][256].
+    for (DType wd : {DType::F32, DType::BF16})
+      for (int64_t T : {1, 4, 300}) {
+        head_case(T, 64, 512, 192, 64, 256, 0, 128, 576, 0, DType::BF16, wd, DType::BF16, rng);
+        head_case(T, 64, 256, 512, 128, 512, 0, 64, 256, 0, DType::BF16, wd, DType::BF16, rng);
+      }
+    // Long prefills: checked on their first and last tokens.
+    head_case(2048, 64, 512, 192, 64, 256, 0, 128, 576, 0, DType::BF16, DType::BF16, DType::BF16, rng, 3);
+    head_case(2048, 64, 256, 512, 64, 512, 0, 64, 256, 0, DType::BF16, DType::BF16, DType::BF16, rng, 3);
+  }
+  // Both routes timed at GLM shapes (printed, not asserted).
+  Tensor xall = random_bf16({2048, 64, 512}, rng).to(kGpu);
+  for (bool kernel_only : {true, false})
+    for (int64_t T : {1, 64, 2048}) {
+      const ScopedRoute route(kernel_only);
+      for (auto [N, K] : {std::pair<int64_t, int64_t>{512, 192}, {256, 512}}) {
+        Tensor x = xall.slice(0, 0, T).slice(2, 0, K), w = random_bf16({64, N, K}, rng).to(kGpu);
+        Tensor o = Tensor::empty({T, 64, N}, DType::BF16, kGpu);
+        head_matmul(x, w, o);
+        (void)o.slice(0, 0, 1).to(Device::cpu());  // sync
+        const int reps = 20;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < reps; ++r) head_matmul(x, w, o);
+        (void)o.slice(0, 0, 1).to(Device::cpu());
+        const double us =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps;
+        std::printf("[head_matmul cuda %s] T=%lld H=64 N=%lld K=%lld bf16: %.1f us, %.1f TFLOP/s\n",
+                    kernel_only ? "kernel" : "default", static_cast<long long>(T), static_cast<long long>(N),
+                    static_cast<long long>(K), us, 2.0 * T * 64 * N * K / us * 1e-6);
+      }
+    }
+  EXPECT_NE(error_of([&] {
+              head_matmul(Tensor::zeros({1, 2, 4}, DType::F32, kGpu), Tensor::zeros({2, 3, 4}, DType::F32),
+                          Tensor::empty({1, 2, 3}, DType::F32, kGpu));
+            }).find("different devices"),
+            std::string::npos);
+}
