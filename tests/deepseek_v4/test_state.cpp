@@ -2,15 +2,18 @@
 // windows and the CSA overlap split across calls) and then decoded gives the logits of one full
 // prefill; two requests in one ragged batch give the logits each gets alone. Both compare dsa
 // with itself, so the bound is tight: chunking only changes which rows share a linear call.
-// CUDA variants run the same checks on the GPU forward with looser bounds (kCuda): cuBLASLt
-// picks its GEMM algorithm (tiles, split-K) by the row count and the attention kernel its split
-// count by the token count, so the same row can be summed in a different order in a 37-row and a
-// 160-row call; a one-ulp bf16 flip of an activation then travels through the layers (and can
-// move an FP8 KV value by one e4m3 step). Such noise stays in the 1e-3..1e-2 range, but where it
-// meets a near-tie of the MoE router or of the indexer's top-k, that one row can change by more.
-// So the CUDA bound is per row: almost every row within 0.05, a few top-1 flips allowed. A
-// structural state bug (a lost compressor window, a misplaced entry, a wrong slot or request
-// row) moves every later row of the request by 0.3-2 (test_golden.cpp) and fails it.
+// CUDA variants run the same checks on the GPU forward with per-row bounds (kCuda): the GEMMs
+// and the attention kernel choose tiles/splits by the call's row count, so the same row is summed
+// in another order in a 37-row and a 160-row call, and the attention kernel rounds P to bf16. This
+// tiny random model amplifies such noise: its indexer (top-4 of a few entries) and MoE router
+// have near-ties, and a flip changes the later rows of the request by up to ~1.5.
+// Measured (2026-11-30): on the H200 the chunked-vs-full check gives max |diff| 1.54, 152/160
+// rows within 0.05, top-1 156/160 (batched-vs-alone: exactly equal). The CPU forward with the
+// attention output perturbed by one bf16 ulp (relative 4e-3, both runs) reproduces this: max 1.01,
+// 158/160 rows within 0.25, top-1 156/160; at 8e-3: 153/160, 150/160. A deliberately broken
+// state (compressor windows zeroed at each chunk start) gives 148/160 and 148/160. Bounds: rows
+// within 0.25 >= 90 %, top-1 >= 95 % (the broken state fails the latter; it cannot be told from
+// noise much more sharply on this model). The exact CPU check covers the shared state logic.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,7 +30,7 @@ using namespace dsa::test::v4;
 
 namespace {
 
-// Bounds of "dsa equals itself": CPU ops compute every row independently (exact); CUDA GEMMs
+// Bounds of "dsa equals itself": CPU ops compute every row independently (exact); CUDA kernels
 // may sum in another order per call shape (see the header).
 struct Bounds {
   double row_max;         // a row is "equal" when its max |diff| is within this
@@ -35,7 +38,7 @@ struct Bounds {
   double top1_ok;         // fraction of rows whose argmax must agree
 };
 constexpr Bounds kCpu{1e-3, 1.0, 1.0};
-constexpr Bounds kCuda{0.05, 0.95, 0.98};
+constexpr Bounds kCuda{0.25, 0.90, 0.95};
 
 model::v4::DeepseekV4Model& cpu_model() {
   static auto m = load_tiny(Device::cpu());
@@ -157,14 +160,14 @@ TEST(DeepseekV4State, TwoRequestsInOneBatchEqualAlone) { check_two_requests_equa
 
 TEST(DeepseekV4State, CudaChunkedPrefillAndDecodeEqualFullPrefill) {
   DSA_REQUIRE_CUDA();
-  check_chunked_equals_full(cuda_model(), kCuda);  // 160 rows: >= 152 within 0.05, <= 3 top-1 flips
+  check_chunked_equals_full(cuda_model(), kCuda);  // 160 rows: >= 144 within 0.25, >= 152 top-1
 }
 
 TEST(DeepseekV4State, CudaTwoRequestsInOneBatchEqualAlone) {
   DSA_REQUIRE_CUDA();
   // 5 rows: one may carry a near-tie flip (see the header); a batching bug (wrong request row,
-  // slots or state) moves the rows of both requests.
-  check_two_requests_equal_alone(cuda_model(), Bounds{kCuda.row_max, 0.8, 0.8});
+  // slots or state) moves the rows of both requests. Measured on the H200: exactly equal.
+  check_two_requests_equal_alone(cuda_model(), Bounds{0.05, 0.8, 0.8});
 }
 
 // Bad batches are refused with an error naming what is wrong, and leave the model usable.
