@@ -15,6 +15,17 @@
 // 0.25; mean |diff| <= 0.06; max <= 1.5. A structural bug (wrong RoPE pairs, missing sink, a
 // dropped or misplaced compressed entry, wrong mHC direction) moves most rows by 0.3-2 and fails
 // the row and mean bounds.
+// CUDA bounds (kCuda). The GPU kernels differ from the CPU reference by float accumulation order
+// and the attention kernel's bf16 P; on the long prompt the CUDA numbers equal the CPU's (H200,
+// 2026-11-30: mean 0.0219 vs 0.0216, 16/16 and 8/8 top-1). The short prompt, though, sits on a
+// near-tie of this random model's indexer (top-4 of 6-8 entries in the decode steps): the CPU
+// forward itself, with its attention output perturbed by one bf16 ulp (relative 4e-3 .. 1e-2),
+// gives decode mean 0.063-0.067, max 1.07, rows 21-22/24, top-1 29/32 -- and so does CUDA (mean
+// 0.067 / 0.074, rows 21/24 and 20/24, max 1.31 / 1.33, top-1 30/32; CUDA vs CPU: top-1 28/32, mean
+// 0.054). The CPU bounds above would fail a run that is within one ulp of passing them. CUDA on
+// the short prompts: top-1 >= 85 %, rows within 0.25 >= 80 %, mean <= 0.08, max <= 1.5 (the long
+// prompt keeps the CPU bounds). A structural bug still fails:
+// a zero attention sink (CPU experiment) gives 16/24 rows and mean 0.083 on the short prompt.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -28,7 +39,11 @@ using namespace dsa::test::v4;
 
 namespace {
 
-constexpr double kTop1 = 0.90, kRowMax = 0.25, kRowsOk = 0.90, kMaxAbs = 1.5, kMeanAbs = 0.06;
+struct Tolerance {
+  double top1, row_max, rows_ok, max_abs, mean_abs;
+};
+constexpr Tolerance kCpu{0.90, 0.25, 0.90, 1.5, 0.06};
+constexpr Tolerance kCuda{0.85, 0.25, 0.80, 1.5, 0.08};
 
 struct RunResult {
   Tensor prefill;  // f32 [T][V]
@@ -37,6 +52,7 @@ struct RunResult {
 
 // Prefill in chunks of `chunk` tokens (0 = all at once), then the golden decode tokens one by one.
 RunResult run(model::v4::DeepseekV4Model& m, const Golden& g, int64_t chunk = 0) {
+  const std::string dev = m.device().str();
   const int64_t T = static_cast<int64_t>(g.prompt.size()), N = static_cast<int64_t>(g.decode_ids.size());
   const int64_t V = m.config().vocab_size;
   const int req = m.add_request();
@@ -63,14 +79,14 @@ RunResult run(model::v4::DeepseekV4Model& m, const Golden& g, int64_t chunk = 0)
   }
   const auto t2 = std::chrono::steady_clock::now();
   const double pre_s = std::chrono::duration<double>(t1 - t0).count(), dec_s = std::chrono::duration<double>(t2 - t1).count();
-  std::printf("CPU timing: prefill %lld tokens in %.2f s (%.1f tok/s), %lld decode steps in %.2f s (%.1f tok/s)\n",
-              static_cast<long long>(T), pre_s, static_cast<double>(T) / pre_s, static_cast<long long>(N - 1), dec_s,
+  std::printf("%s timing: prefill %lld tokens in %.2f s (%.1f tok/s), %lld decode steps in %.2f s (%.1f tok/s)\n",
+              dev.c_str(), static_cast<long long>(T), pre_s, static_cast<double>(T) / pre_s, static_cast<long long>(N - 1), dec_s,
               static_cast<double>(N - 1) / dec_s);
   m.free_request(req);
   return out;
 }
 
-void check_against(const RunResult& r, const Golden& g, const std::string& what) {
+void check_against(const RunResult& r, const Golden& g, const std::string& what, const Tolerance& tol) {
   const int64_t T = static_cast<int64_t>(g.prompt.size()), K = g.prefill_logits.size(0);
   int64_t top1 = 0;
   for (int64_t t = 0; t < T; ++t) {
@@ -89,22 +105,22 @@ void check_against(const RunResult& r, const Golden& g, const std::string& what)
                                            g.prefill_logits.slice(0, k, k + 1).contiguous());
       std::printf("  pos %lld: %s\n", static_cast<long long>(T - K + k), row.str().c_str());
     }
-  // Rows (kept prefill rows + decode rows) whose max |diff| stays within kRowMax.
+  // Rows (kept prefill rows + decode rows) whose max |diff| stays within tol.row_max.
   int64_t rows = 0, rows_ok = 0;
   for (const auto& [got, want] : {std::pair{r.prefill.slice(0, T - K, T).contiguous(), g.prefill_logits},
                                   std::pair{r.decode, g.decode_logits}})
     for (int64_t i = 0; i < got.size(0); ++i) {
       ++rows;
       rows_ok += compare_logits(got.slice(0, i, i + 1).contiguous(), want.slice(0, i, i + 1).contiguous()).max_abs <=
-                 kRowMax;
+                 tol.row_max;
     }
-  std::printf("[%s] rows within %.2f: %lld/%lld\n", what.c_str(), kRowMax, static_cast<long long>(rows_ok),
+  std::printf("[%s] rows within %.2f: %lld/%lld\n", what.c_str(), tol.row_max, static_cast<long long>(rows_ok),
               static_cast<long long>(rows));
   const double top1_all = static_cast<double>(top1 + dec.top1_match), n_all = static_cast<double>(T + dec.rows);
-  EXPECT_GE(top1_all, kTop1 * n_all) << what;
-  EXPECT_GE(static_cast<double>(rows_ok), kRowsOk * static_cast<double>(rows)) << what;
-  EXPECT_LE(std::max(pre.max_abs, dec.max_abs), kMaxAbs) << what;
-  EXPECT_LE(std::max(pre.mean_abs, dec.mean_abs), kMeanAbs) << what;
+  EXPECT_GE(top1_all, tol.top1 * n_all) << what;
+  EXPECT_GE(static_cast<double>(rows_ok), tol.rows_ok * static_cast<double>(rows)) << what;
+  EXPECT_LE(std::max(pre.max_abs, dec.max_abs), tol.max_abs) << what;
+  EXPECT_LE(std::max(pre.mean_abs, dec.mean_abs), tol.mean_abs) << what;
 }
 
 model::v4::DeepseekV4Model& cpu_model() {
@@ -112,19 +128,57 @@ model::v4::DeepseekV4Model& cpu_model() {
   return *m;
 }
 
+model::v4::DeepseekV4Model& cuda_model() {
+  static auto m = load_tiny(Device::cuda(0));
+  return *m;
+}
+
 }  // namespace
 
 TEST(DeepseekV4Golden, ShortPromptFloat32) {
   const Golden g = load_golden("short");
-  check_against(run(cpu_model(), g), g, "short/float32");
+  check_against(run(cpu_model(), g), g, "short/float32", kCpu);
 }
 
 TEST(DeepseekV4Golden, ShortPromptBfloat16) {
   const Golden g = load_golden("short_bfloat16");
-  check_against(run(cpu_model(), g), g, "short/bfloat16");
+  check_against(run(cpu_model(), g), g, "short/bfloat16", kCpu);
 }
 
 TEST(DeepseekV4Golden, LongPromptFloat32) {
   const Golden g = load_golden("long");
-  check_against(run(cpu_model(), g), g, "long/float32");
+  check_against(run(cpu_model(), g), g, "long/float32", kCpu);
+}
+
+TEST(DeepseekV4Golden, CudaShortPromptFloat32) {
+  DSA_REQUIRE_CUDA();
+  const Golden g = load_golden("short");
+  check_against(run(cuda_model(), g), g, "cuda short/float32", kCuda);
+}
+
+TEST(DeepseekV4Golden, CudaShortPromptBfloat16) {
+  DSA_REQUIRE_CUDA();
+  const Golden g = load_golden("short_bfloat16");
+  check_against(run(cuda_model(), g), g, "cuda short/bfloat16", kCuda);
+}
+
+TEST(DeepseekV4Golden, CudaLongPromptFloat32) {
+  DSA_REQUIRE_CUDA();
+  const Golden g = load_golden("long");
+  check_against(run(cuda_model(), g), g, "cuda long/float32", kCpu);  // no near-tie here: CPU bounds
+}
+
+// The CUDA forward against the CPU forward on the same checkpoint (the CPU result stands in for
+// the golden file; same bounds): tells a CUDA-only divergence from a shared one when a CUDA
+// golden test fails, and prints how far apart the two devices are.
+TEST(DeepseekV4Golden, CudaMatchesCpuShortPrompt) {
+  DSA_REQUIRE_CUDA();
+  const Golden g = load_golden("short");
+  const RunResult cpu = run(cpu_model(), g), gpu = run(cuda_model(), g);
+  Golden ref = g;
+  ref.prefill_logits = cpu.prefill;
+  ref.decode_logits = cpu.decode;
+  ref.prefill_top1.clear();
+  for (int64_t t = 0; t < cpu.prefill.size(0); ++t) ref.prefill_top1.push_back(argmax_row(cpu.prefill, t));
+  check_against(gpu, ref, "cuda vs cpu short", kCuda);
 }

@@ -3,6 +3,10 @@
 // mHC post; final hyper-head, norm, LM head. Paged KV memory is owned by an engine::KvManager
 // (sliding-window, compressed and indexer-key pools); per-request compressor windows live in
 // V4RequestState. The residual streams are kept in f32; linear layers take bf16 activations.
+// Runs on the CPU (reference ops) or on one CUDA device: every per-token tensor lives on the
+// model's device; only per-step metadata (request ranges, block tables) is read on the host. The
+// sparse attention runs through the implementation of the backend the attention plan selected
+// for each layer type (dsa select / DSA_ATTENTION_BACKEND).
 #pragma once
 #include <map>
 #include <memory>
@@ -10,6 +14,8 @@
 
 #include "dsa/engine/kv_manager.h"
 #include "dsa/model/causal_lm.h"
+#include "dsa/attention/backend.h"
+#include "dsa/model/deepseek_v4/step.h"
 #include "dsa/model/deepseek_v4/weights.h"
 #include "dsa/ops/moe/moe_layer.h"
 
@@ -38,6 +44,8 @@ class DeepseekV4Model final : public CausalLM {
   ModelWeights w_;
   Device device_;
   std::unique_ptr<engine::KvManager> kv_;
+  std::vector<std::unique_ptr<attn::AttentionImpl>> impls_;  // one per layer type of the plan
+  AttentionSetup attn_;                                       // per layer: impl, padded sink
   ops::MoeWorkspace moe_ws_;
   int next_id_ = 0;
 };

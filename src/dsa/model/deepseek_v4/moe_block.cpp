@@ -1,6 +1,6 @@
 #include "dsa/model/deepseek_v4/moe_block.h"
 
-#include "dsa/model/deepseek_v4/tensor_util.h"
+#include "dsa/ops/tensor/tensor_ops.h"
 
 namespace dsa::model::v4 {
 
@@ -12,8 +12,8 @@ Tensor moe_forward(const LayerWeights& w, const ModelConfig& c, const Tensor& x,
   p.router.routed_scaling = static_cast<float>(c.routed_scaling_factor);
   p.swiglu_limit = static_cast<float>(c.swiglu_limit);
   Tensor out = Tensor::empty({x.size(0), c.hidden_size}, DType::BF16, x.device());
-  ops::moe_layer(cast(x, DType::BF16), token_ids, w.moe, p, out, ws);
-  return cast(out, DType::F32);
+  ops::moe_layer(ops::cast(x, DType::BF16), token_ids, w.moe, p, out, ws);
+  return ops::cast(out, DType::F32);
 }
 
 }  // namespace dsa::model::v4

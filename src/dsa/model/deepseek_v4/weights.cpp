@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "dsa/core/error.h"
-#include "dsa/model/deepseek_v4/tensor_util.h"
+#include "dsa/ops/tensor/tensor_ops.h"
 
 namespace dsa::model::v4 {
 
@@ -13,7 +13,7 @@ void Linear::apply(const Tensor& x, Tensor& out) const {
   if (out.dtype() == DType::BF16) return ops::linear_fp8_block(x, ops::Fp8BlockWeight{weight, scale}, out);
   Tensor tmp = Tensor::empty(out.shape(), DType::BF16, out.device());
   ops::linear_fp8_block(x, ops::Fp8BlockWeight{weight, scale}, tmp);
-  out.copy_from(cast(tmp, DType::F32));
+  ops::copy_cast(out, tmp);
 }
 
 namespace {
@@ -87,13 +87,14 @@ ops::WeightFormat expert_format(const LoadedWeights& w, const std::string& name)
   return ops::WeightFormat::MXFP4;
 }
 
+// tid2eid as i32 on the tensor's device (checkpoints store i64 or i32; converted once at load).
 Tensor as_i32(const Tensor& t) {
   if (t.dtype() == DType::I32) return t;
-  DSA_CHECK(t.dtype() == DType::I64 && t.device() == Device::cpu(), "deepseek_v4: tid2eid must be i32 or host i64, got {}",
-            t.str());
+  DSA_CHECK(t.dtype() == DType::I64, "deepseek_v4: tid2eid must be i32 or i64, got {}", t.str());
+  const Tensor h = t.to(Device::cpu());
   Tensor out = Tensor::empty(t.shape(), DType::I32);
-  for (int64_t i = 0; i < t.numel(); ++i) out.data<int32_t>()[i] = static_cast<int32_t>(t.data<int64_t>()[i]);
-  return out;
+  for (int64_t i = 0; i < h.numel(); ++i) out.data<int32_t>()[i] = static_cast<int32_t>(h.data<int64_t>()[i]);
+  return out.to(t.device());
 }
 
 }  // namespace
