@@ -1,5 +1,12 @@
 #include "dsa/core/cuda_memory.h"
 
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
 #include "dsa/core/error.h"
 
 #ifdef DSA_WITH_CUDA
@@ -10,21 +17,128 @@
 
 namespace dsa::cuda_memory {
 
+size_t rounded_size(size_t n) {
+  constexpr size_t KiB = 1024, MiB = 1024 * KiB;
+  auto up = [](size_t v, size_t q) { return (v + q - 1) / q * q; };
+  if (n <= MiB) return up(n, 512);
+  if (n <= 64 * MiB) return up(n, MiB);
+  return up(n, 16 * MiB);
+}
+
 #ifdef DSA_WITH_CUDA
+namespace {
+
+bool caching_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("DSA_CUDA_CACHE");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
+// One per device. free_blocks: rounded size -> blocks; live: pointer -> rounded size.
+struct DeviceCache {
+  std::multimap<size_t, void*> free_blocks;
+  std::unordered_map<void*, size_t> live;
+  CacheStats stats;
+};
+
+struct Caches {
+  std::mutex mu;
+  std::map<int, DeviceCache> dev;
+};
+
+// Never destroyed: blocks still cached at exit go back with the process (a cudaFree from a
+// static destructor could run after the CUDA runtime has shut down).
+Caches& caches() {
+  static Caches* c = new Caches();
+  return *c;
+}
+
+void release_locked(DeviceCache& d, int device) {
+  if (d.free_blocks.empty()) return;
+  cudaSetDevice(device);
+  for (auto& [size, p] : d.free_blocks) {
+    cudaFree(p);
+    d.stats.cached_bytes -= size;
+  }
+  d.free_blocks.clear();
+}
+
+}  // namespace
+
 void* alloc(size_t nbytes, int device) {
-  DSA_CUDA_CHECK(cudaSetDevice(device));
-  void* p = nullptr;
   if (nbytes == 0) return nullptr;
-  cudaError_t e = cudaMalloc(&p, nbytes);
-  if (e != cudaSuccess)
-    fail("cudaMalloc of {} bytes on cuda:{} failed: {}", nbytes, device, cudaGetErrorString(e));
+  DSA_CUDA_CHECK(cudaSetDevice(device));
+  const size_t size = caching_enabled() ? rounded_size(nbytes) : nbytes;
+  Caches& c = caches();
+  std::lock_guard<std::mutex> lock(c.mu);
+  DeviceCache& d = c.dev[device];
+  if (caching_enabled()) {
+    auto it = d.free_blocks.find(size);
+    if (it != d.free_blocks.end()) {
+      void* p = it->second;
+      d.free_blocks.erase(it);
+      d.stats.cached_bytes -= size;
+      d.stats.allocated_bytes += size;
+      ++d.stats.reuses;
+      d.live[p] = size;
+      return p;
+    }
+  }
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, size);
+  if (e != cudaSuccess && !d.free_blocks.empty()) {  // out of memory with blocks cached: give them back, retry
+    cudaGetLastError();
+    release_locked(d, device);
+    e = cudaMalloc(&p, size);
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    fail("cudaMalloc of {} bytes on cuda:{} failed: {} ({} bytes in use by dsa tensors)", nbytes, device,
+         cudaGetErrorString(e), d.stats.allocated_bytes);
+  }
+  ++d.stats.device_allocs;
+  d.stats.allocated_bytes += size;
+  d.live[p] = size;
   return p;
 }
+
 void free(void* p, int device) noexcept {
   if (!p) return;
-  cudaSetDevice(device);
-  cudaFree(p);
+  Caches& c = caches();
+  std::lock_guard<std::mutex> lock(c.mu);
+  DeviceCache& d = c.dev[device];
+  auto it = d.live.find(p);
+  if (it == d.live.end()) {  // not ours (should not happen): hand it straight back
+    cudaSetDevice(device);
+    cudaFree(p);
+    return;
+  }
+  const size_t size = it->second;
+  d.live.erase(it);
+  d.stats.allocated_bytes -= size;
+  if (caching_enabled()) {
+    d.free_blocks.emplace(size, p);
+    d.stats.cached_bytes += size;
+  } else {
+    cudaSetDevice(device);
+    cudaFree(p);
+  }
 }
+
+CacheStats cache_stats(int device) {
+  Caches& c = caches();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.dev[device].stats;
+}
+
+void release_cached(int device) {
+  Caches& c = caches();
+  std::lock_guard<std::mutex> lock(c.mu);
+  release_locked(c.dev[device], device);
+}
+
 void copy(void* dst, const void* src, size_t n, Dir dir) {
   if (n == 0) return;
   cudaMemcpyKind k = dir == Dir::H2D ? cudaMemcpyHostToDevice
@@ -42,6 +156,8 @@ void* alloc(size_t, int) { no_cuda(); }
 void free(void*, int) noexcept {}
 void copy(void*, const void*, size_t, Dir) { no_cuda(); }
 void memset(void*, int, size_t) { no_cuda(); }
+CacheStats cache_stats(int) { return {}; }
+void release_cached(int) {}
 #endif
 
 }  // namespace dsa::cuda_memory
