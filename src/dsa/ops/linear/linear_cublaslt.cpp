@@ -2,8 +2,8 @@
 // (A = weight with BLK128x128_32F scales, B = activations with VEC128_32F scales).
 // Row-major out[T][N] = x[T][K] W[N][K]^T is the column-major D(N x T) = op(A) B with
 // A = W seen as K x N column-major and transa = T ("TN", the layout FP8 GEMMs require).
-// Descriptors and the chosen algorithm are cached per shape; one handle and a 32 MB workspace
-// per process (single-device assumption, noted in the docs).
+// Descriptors and the chosen algorithm are cached per shape; handle and workspace are the
+// process-wide ones of cublaslt_context.h (single-device assumption, noted in the docs).
 #include "dsa/ops/linear/cuda_ops.h"
 
 #ifdef DSA_WITH_CUDA
@@ -18,31 +18,11 @@
 #include <tuple>
 
 #include "dsa/core/cuda_check.h"
+#include "dsa/ops/linear/cublaslt_context.h"
 #include "dsa/ops/linear/cuda/kernels.h"
 
 namespace dsa::ops {
 namespace {
-
-#define DSA_CUBLAS_CHECK(expr)                                                                   \
-  do {                                                                                           \
-    cublasStatus_t st_ = (expr);                                                                 \
-    if (st_ != CUBLAS_STATUS_SUCCESS) ::dsa::fail("cuBLASLt error {} at {}: {}", static_cast<int>(st_), __LINE__, #expr); \
-  } while (0)
-
-struct Lt {
-  cublasLtHandle_t h = nullptr;
-  void* ws = nullptr;
-  size_t ws_bytes = 32u << 20;
-};
-Lt& lt() {
-  static Lt l = [] {
-    Lt x;
-    DSA_CUBLAS_CHECK(cublasLtCreate(&x.h));
-    DSA_CUDA_CHECK(cudaMalloc(&x.ws, x.ws_bytes));
-    return x;
-  }();
-  return l;
-}
 
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -69,32 +49,32 @@ Plan& plan(bool fp8, int64_t T, int64_t N, int64_t K, bool out_f32) {
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   Plan p;
-  DSA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  DSA_CUBLASLT_CHECK("linear", cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  DSA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  DSA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  DSA_CUBLASLT_CHECK("linear", cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  DSA_CUBLASLT_CHECK("linear", cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   const cudaDataType_t in = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
   if (fp8) {
     int32_t ma = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, mb = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    DSA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ma, sizeof ma));
-    DSA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mb, sizeof mb));
+    DSA_CUBLASLT_CHECK("linear", cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ma, sizeof ma));
+    DSA_CUBLASLT_CHECK("linear", cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mb, sizeof mb));
     // Placeholder scale pointers for the heuristic query; the real ones are set per call.
     static float* dummy = nullptr;
     if (!dummy) DSA_CUDA_CHECK(cudaMalloc(&dummy, 4096 * sizeof(float)));
-    DSA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &dummy, sizeof dummy));
-    DSA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dummy, sizeof dummy));
+    DSA_CUBLASLT_CHECK("linear", cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &dummy, sizeof dummy));
+    DSA_CUBLASLT_CHECK("linear", cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dummy, sizeof dummy));
   }
-  DSA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, in, K, N, K));
-  DSA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, in, K, T, K));
-  DSA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, out_f32 ? CUDA_R_32F : CUDA_R_16BF, N, T, N));
+  DSA_CUBLASLT_CHECK("linear", cublasLtMatrixLayoutCreate(&p.a, in, K, N, K));
+  DSA_CUBLASLT_CHECK("linear", cublasLtMatrixLayoutCreate(&p.b, in, K, T, K));
+  DSA_CUBLASLT_CHECK("linear", cublasLtMatrixLayoutCreate(&p.d, out_f32 ? CUDA_R_32F : CUDA_R_16BF, N, T, N));
   cublasLtMatmulPreference_t pref;
-  DSA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  size_t ws = lt().ws_bytes;
-  DSA_CUBLAS_CHECK(
+  DSA_CUBLASLT_CHECK("linear", cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = cublaslt::context().workspace_bytes;
+  DSA_CUBLASLT_CHECK("linear",
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
   cublasLtMatmulHeuristicResult_t res{};
   int n = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt().h, p.op, p.a, p.b, p.d, p.d, pref, 1, &res, &n);
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt::context().handle, p.op, p.a, p.b, p.d, p.d, pref, 1, &res, &n);
   cublasLtMatmulPreferenceDestroy(pref);
   p.ok = st == CUBLAS_STATUS_SUCCESS && n > 0;
   if (p.ok) p.algo = res.algo;
@@ -148,8 +128,8 @@ void linear_bf16(const Tensor& x, const Tensor& w, Tensor& out) {
   Plan& p = plan(false, T, N, K, out.dtype() == DType::F32);
   DSA_CHECK(p.ok, "linear_bf16: cuBLASLt found no algorithm for T={} N={} K={}", T, N, K);
   const float alpha = 1.f, beta = 0.f;
-  DSA_CUBLAS_CHECK(cublasLtMatmul(lt().h, p.op, &alpha, w.raw(), p.a, x.raw(), p.b, &beta, out.raw(), p.d, out.raw(),
-                                  p.d, &p.algo, lt().ws, lt().ws_bytes, 0));
+  DSA_CUBLASLT_CHECK("linear", cublasLtMatmul(cublaslt::context().handle, p.op, &alpha, w.raw(), p.a, x.raw(), p.b, &beta, out.raw(), p.d, out.raw(),
+                                  p.d, &p.algo, cublaslt::context().workspace, cublaslt::context().workspace_bytes, 0));
 }
 
 bool linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor& out) {
@@ -168,11 +148,11 @@ bool linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor&
   Plan& p = plan(true, T, N, K, false);
   const float* ws = weight_scales(w.scale, la);
   const void* as = sv.raw();
-  DSA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ws, sizeof ws));
-  DSA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &as, sizeof as));
+  DSA_CUBLASLT_CHECK("linear", cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ws, sizeof ws));
+  DSA_CUBLASLT_CHECK("linear", cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &as, sizeof as));
   const float alpha = 1.f, beta = 0.f;
-  DSA_CUBLAS_CHECK(cublasLtMatmul(lt().h, p.op, &alpha, w.weight.raw(), p.a, qv.raw(), p.b, &beta, out.raw(), p.d,
-                                  out.raw(), p.d, &p.algo, lt().ws, lt().ws_bytes, 0));
+  DSA_CUBLASLT_CHECK("linear", cublasLtMatmul(cublaslt::context().handle, p.op, &alpha, w.weight.raw(), p.a, qv.raw(), p.b, &beta, out.raw(), p.d,
+                                  out.raw(), p.d, &p.algo, cublaslt::context().workspace, cublaslt::context().workspace_bytes, 0));
   return true;
 }
 

@@ -1,0 +1,27 @@
+// The process-wide cuBLASLt handle and workspace shared by every cuBLASLt call site (dense
+// linear layers, head_matmul). One handle and one 32 MB workspace per process, used on the legacy
+// default stream like the kernels, so calls are serialised and may share the workspace
+// (single-device assumption, noted in docs/perf/moe-linear-cublaslt.md). Only with CUDA.
+#pragma once
+#ifdef DSA_WITH_CUDA
+#include <cublasLt.h>
+
+#include <cstddef>
+
+namespace dsa::ops::cublaslt {
+
+struct Context {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+// Created on first use (throws dsa::Error when cuBLASLt or the workspace allocation fails).
+const Context& context();
+
+// Throws dsa::Error "cuBLASLt error <status> in <where>: <expr>" unless status is SUCCESS.
+void check(cublasStatus_t status, const char* where, const char* expr);
+
+}  // namespace dsa::ops::cublaslt
+
+#define DSA_CUBLASLT_CHECK(where, expr) ::dsa::ops::cublaslt::check((expr), (where), #expr)
+#endif
