@@ -84,7 +84,10 @@ ops::ExpertWeights stack_w2(const LoadedWeights& w, const std::vector<std::strin
 ops::WeightFormat expert_format(const LoadedWeights& w, const std::string& name) {
   const DType t = w.get(name).dtype();
   if (t == DType::E4M3) return ops::WeightFormat::FP8Block;
-  return ops::WeightFormat::MXFP4;
+  if (t == DType::I8 || t == DType::U8 || t == DType::FP4X2) return ops::WeightFormat::MXFP4;
+  fail("deepseek_v4: routed expert weight {} has dtype {}: expected F8_E4M3 (FP8 block-scaled) or I8/U8 packed "
+       "e2m1 (MXFP4); other expert formats are not supported for DeepSeek-V4",
+       name, dtype_name(t));
 }
 
 // tid2eid as i32 on the tensor's device (checkpoints store i64 or i32; converted once at load).
