@@ -56,22 +56,21 @@ Tensor dequant_f32(const Linear& l) {
 // (each part's rows must fill whole 128-row scale blocks so that the concatenated scale grid
 // lines up); BF16 checkpoints keep their bf16 values (WeightFormat::BF16, no quantization).
 // Every linear of one stack must have the format of the first.
-ops::ExpertWeights stack_bf16(const std::vector<std::vector<const Linear*>>& experts, const std::string& what) {
+ops::ExpertWeights stack_bf16(const std::vector<std::vector<const Linear*>>& experts, const std::string& what,
+                              Device dev) {
   const Linear& first = *experts.at(0).at(0);
   int64_t N = 0;
   for (const Linear* l : experts[0]) N += l->out;
   const int64_t E = static_cast<int64_t>(experts.size()), K = first.in;
   ops::ExpertWeights w;
   w.format = ops::WeightFormat::BF16;
-  w.weight = Tensor::empty({E, N, K}, DType::BF16);
+  w.weight = Tensor::empty({E, N, K}, DType::BF16, dev);
   for (int64_t e = 0; e < E; ++e) {
-    char* wd = static_cast<char*>(w.weight.select(0, e).raw());
     int64_t n = 0;
     for (const Linear* l : experts[e]) {
-      DSA_CHECK(!l->is_fp8() && l->in == K, "glm5: {}: expert {} mixes FP8 and BF16 weights or widths", what, e);
-      const Tensor lw = l->bf16.contiguous();
-      std::memcpy(wd, lw.raw(), lw.nbytes());
-      wd += lw.nbytes();
+      DSA_CHECK(!l->is_fp8() && l->in == K && n + l->out <= N,
+                "glm5: {}: expert {} mixes FP8 and BF16 weights or widths", what, e);
+      w.weight.select(0, e).slice(0, n, n + l->out).copy_from(l->bf16);
       n += l->out;
     }
     DSA_CHECK(n == N, "glm5: {}: expert {} has {} output rows, expert 0 has {}", what, e, n, N);
@@ -79,9 +78,12 @@ ops::ExpertWeights stack_bf16(const std::vector<std::vector<const Linear*>>& exp
   return w;
 }
 
-ops::ExpertWeights stack_experts(const std::vector<std::vector<const Linear*>>& experts, const std::string& what) {
+// Stacks straight into tensors on `dev`: each part is copied once from the (memory-mapped)
+// checkpoint into its slice of the stack, with no host-side intermediate.
+ops::ExpertWeights stack_experts(const std::vector<std::vector<const Linear*>>& experts, const std::string& what,
+                                 Device dev) {
   const Linear& first = *experts.at(0).at(0);
-  if (!first.is_fp8()) return stack_bf16(experts, what);
+  if (!first.is_fp8()) return stack_bf16(experts, what, dev);
   int64_t N = 0;
   for (const Linear* l : experts[0]) {
     DSA_CHECK(l->is_fp8() && l->in == first.in, "glm5: {}: mixes FP8 and BF16 weights or widths", what);
@@ -93,28 +95,23 @@ ops::ExpertWeights stack_experts(const std::vector<std::vector<const Linear*>>& 
   const Shape sgrid = formats::fp8_block_scale_shape(N, K);
   ops::ExpertWeights w;
   w.format = ops::WeightFormat::FP8Block;
-  w.weight = Tensor::empty({E, N, K}, DType::E4M3);
-  w.scale = Tensor::empty({E, sgrid[0], sgrid[1]}, first.fp8.scale.dtype());
+  w.weight = Tensor::empty({E, N, K}, DType::E4M3, dev);
+  w.scale = Tensor::empty({E, sgrid[0], sgrid[1]}, first.fp8.scale.dtype(), dev);
   for (int64_t e = 0; e < E; ++e) {
-    char* wd = static_cast<char*>(w.weight.select(0, e).raw());
-    char* sd = static_cast<char*>(w.scale.select(0, e).raw());
+    int64_t n = 0, sn = 0;
     for (const Linear* l : experts[e]) {
-      DSA_CHECK(l->is_fp8(), "glm5: {}: expert {} mixes FP8 and BF16 weights", what, e);
-      Tensor lw = l->fp8.weight.contiguous(), ls = l->fp8.scale.contiguous();
-      std::memcpy(wd, lw.raw(), lw.nbytes());
-      std::memcpy(sd, ls.raw(), ls.nbytes());
-      wd += lw.nbytes();
-      sd += ls.nbytes();
+      const Tensor& lw = l->fp8.weight;
+      const Tensor& ls = l->fp8.scale;
+      DSA_CHECK(l->is_fp8() && l->in == K && n + l->out <= N && sn + ls.size(0) <= sgrid[0] && ls.size(1) == sgrid[1],
+                "glm5: {}: expert {} mixes FP8 and BF16 weights, widths or scale grids", what, e);
+      w.weight.select(0, e).slice(0, n, n + lw.size(0)).copy_from(lw);
+      w.scale.select(0, e).slice(0, sn, sn + ls.size(0)).copy_from(ls);
+      n += lw.size(0);
+      sn += ls.size(0);
     }
+    DSA_CHECK(n == N, "glm5: {}: expert {} has {} output rows, expert 0 has {}", what, e, n, N);
   }
   return w;
-}
-
-ops::ExpertWeights expert_to(const ops::ExpertWeights& w, Device dev) {
-  ops::ExpertWeights o = w;
-  o.weight = w.weight.to(dev);
-  o.scale = w.scale.defined() ? w.scale.to(dev) : Tensor();  // BF16: no scale
-  return o;
 }
 
 Linear linear_to(const Linear& l, Device dev) {
@@ -202,8 +199,8 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
     L.dense = l < d.first_dense;
     if (L.dense) {
       const Linear g = linear(m + "gate_proj"), u = linear(m + "up_proj"), dn = linear(m + "down_proj");
-      L.moe.shared_w13 = expert_to(stack_experts({{&g, &u}}, m + "gate_proj/up_proj"), dev);
-      L.moe.shared_w2 = expert_to(stack_experts({{&dn}}, m + "down_proj"), dev);
+      L.moe.shared_w13 = stack_experts({{&g, &u}}, m + "gate_proj/up_proj", dev);
+      L.moe.shared_w2 = stack_experts({{&dn}}, m + "down_proj", dev);
     } else {
       L.moe.gate = get(m + "gate.weight").to(dev);
       L.moe.gate_bias = get(m + "gate.e_score_correction_bias").to(dev);
@@ -217,13 +214,13 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
         w13.push_back({&lin[3 * e], &lin[3 * e + 1]});
         w2.push_back({&lin[3 * e + 2]});
       }
-      L.moe.w13 = expert_to(stack_experts(w13, m + "experts.*.gate_proj/up_proj"), dev);
-      L.moe.w2 = expert_to(stack_experts(w2, m + "experts.*.down_proj"), dev);
+      L.moe.w13 = stack_experts(w13, m + "experts.*.gate_proj/up_proj", dev);
+      L.moe.w2 = stack_experts(w2, m + "experts.*.down_proj", dev);
       if (d.shared_experts > 0) {
         const Linear g = linear(m + "shared_experts.gate_proj"), u = linear(m + "shared_experts.up_proj"),
                      dn = linear(m + "shared_experts.down_proj");
-        L.moe.shared_w13 = expert_to(stack_experts({{&g, &u}}, m + "shared_experts.gate_proj/up_proj"), dev);
-        L.moe.shared_w2 = expert_to(stack_experts({{&dn}}, m + "shared_experts.down_proj"), dev);
+        L.moe.shared_w13 = stack_experts({{&g, &u}}, m + "shared_experts.gate_proj/up_proj", dev);
+        L.moe.shared_w2 = stack_experts({{&dn}}, m + "shared_experts.down_proj", dev);
       }
     }
     W.layers.push_back(std::move(L));
