@@ -30,6 +30,19 @@ else()
   target_compile_definitions(dsa_fmt INTERFACE FMT_HEADER_ONLY=1)
 endif()
 
+# cpp-httplib (header-only, Debian libcpp-httplib-dev) for the HTTP server (src/dsa/server,
+# `dsa serve`); optional: without it the server, its command and its tests are left out.
+# Debian's package splits it: declarations in httplib.h, the code in libcpp-httplib.so (linked
+# when present; the upstream single header needs no library).
+find_path(HTTPLIB_INCLUDE httplib.h)
+find_library(HTTPLIB_LIBRARY cpp-httplib)
+if(HTTPLIB_INCLUDE)
+  set(DSA_WITH_SERVER ON)
+else()
+  set(DSA_WITH_SERVER OFF)
+  message(STATUS "dsa: httplib.h not found (libcpp-httplib-dev): building without the HTTP server")
+endif()
+
 if(DSA_BUILD_TESTS)
   find_package(GTest QUIET)
   if(NOT TARGET GTest::gtest_main)

@@ -1,0 +1,107 @@
+// `dsa serve --model DIR [--host 127.0.0.1] [--port 8000] [--device cpu|cuda[:i]]`: the
+// OpenAI-compatible HTTP server (src/dsa/server/server.h) over the continuous-batching engine
+// (src/dsa/engine/engine.h). Prompts are token ids (no tokenizer is wired in yet). The eos ids
+// come from the checkpoint's generation_config.json, else config.json (eos_token_id: an id or a
+// list). Built only with cpp-httplib (DSA_WITH_SERVER); otherwise the command says so.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "dsa/core/error.h"
+#include "dsa/core/log.h"
+#include "dsa/core/tensor.h"
+#ifdef DSA_WITH_SERVER
+#include "dsa/engine/engine.h"
+#include "dsa/model/causal_lm.h"
+#include "dsa/server/server.h"
+#endif
+
+namespace dsa::cli {
+namespace {
+
+struct Args {
+  std::string model, host = "127.0.0.1", device = "cpu", name;
+  int port = 8000, max_running = 16, threads = 64;
+  int64_t max_step_tokens = 512, max_prefill_chunk = 0, max_model_len = 0;
+};
+
+Device parse_device(const std::string& s) {
+  if (s == "cpu") return Device::cpu();
+  if (s == "cuda") return Device::cuda(0);
+  if (s.rfind("cuda:", 0) == 0) return Device::cuda(std::stoi(s.substr(5)));
+  fail("--device: '{}' (expected cpu, cuda or cuda:N)", s);
+}
+
+// eos_token_id of generation_config.json (preferred) or config.json: an id or a list of ids.
+std::vector<int32_t> eos_ids(const std::string& dir) {
+  for (const char* file : {"generation_config.json", "config.json"}) {
+    const auto path = std::filesystem::path(dir) / file;
+    if (!std::filesystem::exists(path)) continue;
+    const nlohmann::json j = nlohmann::json::parse(std::ifstream(path), nullptr, false);
+    if (j.is_discarded() || !j.contains("eos_token_id")) continue;
+    const nlohmann::json& e = j["eos_token_id"];
+    std::vector<int32_t> ids;
+    if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+    if (e.is_array())
+      for (const auto& x : e)
+        if (x.is_number_integer()) ids.push_back(x.get<int32_t>());
+    return ids;
+  }
+  return {};
+}
+
+void run(const Args& a) {
+#ifdef DSA_WITH_SERVER
+  auto lm = model::load_causal_lm(a.model, parse_device(a.device));
+  engine::EngineOptions eo;
+  eo.max_running = a.max_running;
+  eo.max_step_tokens = a.max_step_tokens;
+  eo.max_prefill_chunk = a.max_prefill_chunk;
+  eo.max_model_len = a.max_model_len;
+  eo.eos_token_ids = eos_ids(a.model);
+  engine::Engine eng(*lm, eo);
+  server::ServerOptions so;
+  so.host = a.host;
+  so.port = a.port;
+  so.threads = a.threads;
+  so.model_name = a.name.empty() ? std::filesystem::path(a.model).filename().string() : a.name;
+  if (so.model_name.empty()) so.model_name = "dsa";
+  server::Server srv(eng, so);
+  const int port = srv.bind();
+  log_info("serving {} on http://{}:{} ({}; max_running {}, max_step_tokens {}, context {})", so.model_name, a.host,
+           port, lm->device().str(), eo.max_running, eo.max_step_tokens, eng.max_model_len());
+  srv.listen();
+#else
+  (void)a;
+  fail("dsa serve: this build has no HTTP server (cpp-httplib was not found at configure time: install "
+       "libcpp-httplib-dev and reconfigure)");
+#endif
+}
+
+const bool registered = add_command([](CLI::App& app) {
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions with token ids)");
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--model", a->model, "Checkpoint directory (config.json + safetensors)")->required();
+  cmd->add_option("--host", a->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", a->port, "Port (0: any free port)")->capture_default_str();
+  cmd->add_option("--device", a->device, "cpu (default), cuda or cuda:N");
+  cmd->add_option("--served-model-name", a->name, "Model id in /v1/models and responses (default: the dir name)");
+  cmd->add_option("--max-running", a->max_running, "Requests running at once")->capture_default_str();
+  cmd->add_option("--max-step-tokens", a->max_step_tokens, "Tokens of one forward")->capture_default_str();
+  cmd->add_option("--max-prefill-chunk", a->max_prefill_chunk, "Prompt tokens of one request per step (0: no cap)")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", a->max_model_len, "Prompt + max_tokens bound (0: the model's context)")
+      ->capture_default_str();
+  cmd->add_option("--threads", a->threads, "HTTP worker threads (each open stream holds one)")->capture_default_str();
+  cmd->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace dsa::cli

@@ -1,0 +1,189 @@
+#include "dsa/server/server.h"
+
+#include <atomic>
+#include <chrono>
+#include <ctime>
+
+#include <httplib.h>
+
+#include "dsa/core/error.h"
+#include "dsa/core/log.h"
+
+namespace dsa::server {
+namespace {
+
+using json = nlohmann::json;
+
+int64_t now_s() { return static_cast<int64_t>(std::time(nullptr)); }
+
+void send_json(httplib::Response& res, int status, const json& j) {
+  res.status = status;
+  res.set_content(j.dump(), "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {}) {
+  const char* type = status == 400   ? "invalid_request_error"
+                     : status == 404 ? "not_found_error"
+                     : status == 501 ? "not_implemented_error"
+                                     : "internal_server_error";
+  send_json(res, status, error_json(message, type, param, status));
+}
+
+std::string next_id() {
+  static std::atomic<uint64_t> n{0};
+  return "cmpl-" + std::to_string(now_s()) + "-" + std::to_string(n++);
+}
+
+}  // namespace
+
+Server::Server(engine::Engine& engine, ServerOptions options)
+    : engine_(engine), opt_(std::move(options)), loop_(engine), http_(std::make_unique<httplib::Server>()) {
+  DSA_CHECK(opt_.threads >= 1, "server: threads must be >= 1, got {}", opt_.threads);
+  const int threads = opt_.threads;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  routes();
+}
+
+Server::~Server() { stop(); }
+
+int Server::bind() {
+  DSA_CHECK(opt_.port >= 0 && opt_.port <= 65535, "server: port must be in [0, 65535], got {}", opt_.port);
+  port_ = opt_.port == 0 ? http_->bind_to_any_port(opt_.host) : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
+  DSA_CHECK(port_ > 0, "server: cannot bind {}:{} (in use, or not an address of this machine)", opt_.host, opt_.port);
+  loop_.start();
+  return port_;
+}
+
+void Server::listen() {
+  DSA_CHECK(port_ > 0, "server: listen() before bind()");
+  http_->listen_after_bind();
+}
+
+void Server::stop() {
+  if (http_) http_->stop();
+  loop_.stop();
+}
+
+void Server::routes() {
+  httplib::Server& s = *http_;
+  s.Get("/health", [](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"status", "ok"}}); });
+
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    json m = {{"id", opt_.model_name},
+              {"object", "model"},
+              {"created", now_s()},
+              {"owned_by", "dsa"},
+              {"max_model_len", engine_.max_model_len()}};
+    send_json(res, 200, {{"object", "list"}, {"data", json::array({m})}});
+  });
+
+  s.Post("/v1/chat/completions", [](const httplib::Request&, httplib::Response& res) {
+    send_error(res, 501,
+               "chat completions are not supported yet (no chat template support): use /v1/completions with token ids");
+  });
+
+  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    CompletionRequest cr;
+    try {
+      cr = parse_completion_request(req.body, opt_.encode);
+      engine_.check_request(cr.prompt, cr.params);
+    } catch (const BadRequest& e) {
+      return send_error(res, 400, e.what(), e.param);
+    } catch (const Error& e) {  // Engine::check_request: vocabulary, length, sampling values
+      // Its messages start with the field they are about (SamplingParams::validate) or the prompt.
+      const std::string msg = e.what();
+      std::string param = "prompt";
+      for (const char* f : {"max_tokens", "temperature", "top_k", "top_p", "stop_token_ids"})
+        if (msg.rfind(f, 0) == 0) param = f;
+      return send_error(res, 400, msg, param);
+    }
+    const bool decode = cr.echo_text && opt_.decode;
+    const std::string id = next_id();
+    const int64_t created = now_s();
+    std::shared_ptr<RequestStream> stream = loop_.submit(cr.prompt, cr.params);
+
+    if (!cr.stream) {
+      std::vector<int32_t> tokens;
+      for (;;) {
+        bool done = false;
+        for (StreamEvent& e : stream->wait(std::chrono::milliseconds(100))) {
+          tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
+          if (e.finish == engine::FinishReason::None) continue;
+          done = true;
+          if (e.finish == engine::FinishReason::Error || e.finish == engine::FinishReason::Abort)
+            return send_error(res, e.finish == engine::FinishReason::Error ? 500 : 503, e.error);
+          const Usage u{e.prompt_tokens, e.completion_tokens};
+          send_json(res, 200,
+                    completion_json(id, created, opt_.model_name, tokens, decode ? opt_.decode(tokens) : "",
+                                    engine::finish_reason_name(e.finish), u));
+        }
+        if (done) return;
+      }
+    }
+
+    // SSE: one chunk per step's tokens, the last with finish_reason; then the usage chunk
+    // (choices []) when asked; then [DONE].
+    auto usage_null = cr.include_usage;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, stream, id, created, decode, usage_null](size_t, httplib::DataSink& sink) {
+          auto write = [&](const std::string& data) {
+            const std::string line = "data: " + data + "\n\n";
+            return sink.write(line.data(), line.size());
+          };
+          for (;;) {
+            if (!sink.is_writable()) {
+              loop_.abort(stream);
+              return false;
+            }
+            for (StreamEvent& e : stream->wait(std::chrono::milliseconds(100))) {
+              const bool fin = e.finish != engine::FinishReason::None;
+              if (fin && (e.finish == engine::FinishReason::Error || e.finish == engine::FinishReason::Abort)) {
+                write(error_json(e.error, "internal_server_error", "", 500).dump());
+                write("[DONE]");
+                sink.done();
+                return true;
+              }
+              json chunk = completion_json(id, created, opt_.model_name, e.tokens,
+                                           decode ? opt_.decode(e.tokens) : "",
+                                           fin ? engine::finish_reason_name(e.finish) : "", std::nullopt);
+              if (usage_null) chunk["usage"] = nullptr;
+              if (!write(chunk.dump())) {
+                loop_.abort(stream);
+                return false;
+              }
+              if (!fin) continue;
+              if (usage_null) {
+                json u = chunk;
+                u["choices"] = json::array();
+                u["usage"] = Usage{e.prompt_tokens, e.completion_tokens}.json();
+                write(u.dump());
+              }
+              write("[DONE]");
+              sink.done();
+              return true;
+            }
+          }
+        },
+        [this, stream](bool success) {
+          if (!success && !stream->finished()) loop_.abort(stream);
+        });
+  });
+
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.status == 404) send_error(res, 404, "no route " + req.method + " " + req.path);
+  });
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, 500, what);
+  });
+}
+
+}  // namespace dsa::server
