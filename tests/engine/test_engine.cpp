@@ -245,5 +245,22 @@ TEST(EngineKv, PreemptsWhenTheCacheIsFull) {
   EXPECT_FALSE(e.has_unfinished());
 }
 
+// DeepSeek-V4's KV manager registers at most 16 requests: with max_running above that, the
+// engine admits what the model takes and the rest wait (same tokens as alone).
+TEST(EngineKv, ModelRequestLimitKeepsRequestsWaiting) {
+  auto lm = load_tiny_lm("deepseek_v4");
+  const auto prompts = random_prompts(std::vector<int64_t>(18, 3), lm->config().vocab_size, 12);
+  EngineOptions o;
+  o.max_running = 24;
+  o.max_step_tokens = 64;
+  Engine e(*lm, o);
+  const auto got = e.generate(prompts, {greedy(2)});
+  for (size_t i : {size_t{0}, size_t{17}}) {
+    Engine one(*lm);
+    EXPECT_EQ(got[i].tokens, one.generate({prompts[i]}, {greedy(2)})[0].tokens) << "prompt " << i;
+  }
+  for (const auto& c : got) EXPECT_EQ(c.finish, FinishReason::Length);
+}
+
 }  // namespace
 }  // namespace dsa::engine::test

@@ -131,8 +131,15 @@ std::vector<Engine::Slot> Engine::schedule() {
   while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < opt_.max_running &&
          !admission_blocked_) {
     Sequence* s = waiting_.front();
+    try {
+      s->model_id = lm_.add_request();
+    } catch (const Error&) {
+      // The model holds fewer requests than max_running (DeepSeek-V4's KV manager: its
+      // max_requests): wait for one to finish. With none running, that is a real error.
+      if (running_.empty()) throw;
+      break;
+    }
     waiting_.pop_front();
-    s->model_id = lm_.add_request();
     running_.push_back(s);
     const int64_t c = std::min({s->remaining(), budget, chunk_cap});
     plan.push_back({s, c});
