@@ -306,6 +306,44 @@ TEST_F(ServerTest, BadRequestsAre400WithOpenAiErrors) {
   EXPECT_EQ(ok->status, 200);
 }
 
+int64_t metric(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stoll(text.substr(at + series.size() + 2));
+}
+
+// A streaming client that goes away mid-stream aborts its request (the engine stops running
+// it long before its max_tokens); /metrics shows it.
+TEST_F(ServerTest, DisconnectedStreamIsAbortedAndMetricsShowIt) {
+  auto m0 = client().Get("/metrics");
+  ASSERT_TRUE(m0);
+  ASSERT_EQ(m0->status, 200);
+  const int64_t aborted0 = metric(m0->body, "dsa_requests_finished_total{reason=\"abort\"}");
+  ASSERT_GE(aborted0, 0) << m0->body;
+  EXPECT_GE(metric(m0->body, "dsa_generation_tokens_total"), 0);
+
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = json{{"prompt", {5, 6, 7}}, {"max_tokens", 3000}, {"ignore_eos", true}, {"stream", true}}.dump();
+  req.set_header("Content-Type", "application/json");
+  int chunks = 0;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 2; };  // then hang up
+  auto c = client();
+  c.send(req);
+  EXPECT_GE(chunks, 1);
+  int64_t aborted = aborted0, running = -1;
+  for (int i = 0; i < 400 && !(aborted > aborted0 && running == 0); ++i) {  // up to 20 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto m = client().Get("/metrics");
+    ASSERT_TRUE(m);
+    aborted = metric(m->body, "dsa_requests_finished_total{reason=\"abort\"}");
+    running = metric(m->body, "dsa_requests_running");
+  }
+  EXPECT_EQ(aborted, aborted0 + 1);
+  EXPECT_EQ(running, 0);
+}
+
 // Request parsing alone: a string prompt goes through the tokenizer when there is one; defaults.
 TEST(OpenAiProtocol, ParsesPromptsAndDefaults) {
   const EncodeFn enc = [](const std::string& s) {

@@ -121,7 +121,16 @@ void EngineLoop::run() {
       }
       continue;
     }
+    ++stats_.steps;
+    stats_.running = static_cast<int64_t>(engine_.num_running());
+    stats_.waiting = static_cast<int64_t>(engine_.num_waiting());
+    stats_.preemptions = engine_.num_preemptions();
     for (engine::StepOutput& o : outs) {
+      stats_.generated_tokens += static_cast<int64_t>(o.new_tokens.size());
+      if (o.finished()) {
+        ++stats_.finished[static_cast<int>(o.finish)];
+        stats_.prompt_tokens += o.prompt_tokens;
+      }
       auto it = live_.find(o.id);
       if (it == live_.end()) continue;
       it->second->push({std::move(o.new_tokens), o.finish, o.error, o.prompt_tokens, o.completion_tokens});

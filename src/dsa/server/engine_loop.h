@@ -42,6 +42,13 @@ class RequestStream {
   bool finished_ = false;
 };
 
+// Counters the loop thread publishes after every step (read by /metrics from any thread).
+struct LoopStats {
+  std::atomic<int64_t> running{0}, waiting{0}, preemptions{0}, steps{0};
+  std::atomic<int64_t> prompt_tokens{0}, generated_tokens{0};
+  std::atomic<int64_t> finished[5] = {0, 0, 0, 0, 0};  // by engine::FinishReason
+};
+
 class EngineLoop {
  public:
   explicit EngineLoop(engine::Engine& engine);
@@ -52,6 +59,7 @@ class EngineLoop {
   std::shared_ptr<RequestStream> submit(std::vector<int32_t> prompt, const engine::SamplingParams& params);
   void abort(const std::shared_ptr<RequestStream>& s);  // e.g. the client went away
   const engine::Engine& engine() const { return engine_; }
+  const LoopStats& stats() const { return stats_; }
 
  private:
   void run();
@@ -67,6 +75,7 @@ class EngineLoop {
   std::vector<Submission> submissions_;
   std::vector<std::shared_ptr<RequestStream>> aborts_;
   bool stop_ = false;
+  LoopStats stats_;
   std::thread thread_;
   // Loop thread only:
   std::map<uint64_t, std::shared_ptr<RequestStream>> live_;

@@ -77,6 +77,32 @@ void Server::routes() {
     send_json(res, 200, {{"object", "list"}, {"data", json::array({m})}});
   });
 
+  // Prometheus text: the engine loop's counters.
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    const LoopStats& st = loop_.stats();
+    std::string t;
+    auto metric = [&](const char* name, const char* type, const char* help, const std::string& series) {
+      t += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + series;
+    };
+    auto line = [](const std::string& name, int64_t v) { return name + " " + std::to_string(v) + "\n"; };
+    metric("dsa_requests_running", "gauge", "Requests holding model state.", line("dsa_requests_running", st.running));
+    metric("dsa_requests_waiting", "gauge", "Requests queued for admission.", line("dsa_requests_waiting", st.waiting));
+    metric("dsa_preemptions_total", "counter", "Requests preempted because the KV cache was full.",
+           line("dsa_preemptions_total", st.preemptions));
+    metric("dsa_engine_steps_total", "counter", "Engine steps (forwards).", line("dsa_engine_steps_total", st.steps));
+    metric("dsa_prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
+           line("dsa_prompt_tokens_total", st.prompt_tokens));
+    metric("dsa_generation_tokens_total", "counter", "Generated tokens.",
+           line("dsa_generation_tokens_total", st.generated_tokens));
+    std::string fin;
+    for (engine::FinishReason r : {engine::FinishReason::Stop, engine::FinishReason::Length,
+                                   engine::FinishReason::Abort, engine::FinishReason::Error})
+      fin += line(std::string("dsa_requests_finished_total{reason=\"") + engine::finish_reason_name(r) + "\"}",
+                  st.finished[static_cast<int>(r)]);
+    metric("dsa_requests_finished_total", "counter", "Finished requests by finish reason.", fin);
+    res.set_content(t, "text/plain; version=0.0.4");
+  });
+
   s.Post("/v1/chat/completions", [](const httplib::Request&, httplib::Response& res) {
     send_error(res, 501,
                "chat completions are not supported yet (no chat template support): use /v1/completions with token ids");

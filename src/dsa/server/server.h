@@ -1,5 +1,6 @@
 // OpenAI-compatible HTTP server over one engine (REFERENCE.md section 9), on cpp-httplib.
-// Routes: GET /health, GET /v1/models, POST /v1/completions (JSON or SSE streaming ending
+// Routes: GET /health, GET /metrics (Prometheus text: running, waiting, finished by reason,
+// tokens, preemptions), GET /v1/models, POST /v1/completions (JSON or SSE streaming ending
 // `data: [DONE]`, stream_options.include_usage), POST /v1/chat/completions (501: no chat
 // template support yet). Handlers run on httplib's thread pool: they parse and check a request
 // (400 with an OpenAI-style error object when it is malformed, names ids outside the vocabulary
