@@ -2,7 +2,9 @@
 // OpenAI-compatible HTTP server (src/dsa/server/server.h) over the continuous-batching engine
 // (src/dsa/engine/engine.h). Prompts are token ids (no tokenizer is wired in yet). The eos ids
 // come from the checkpoint's generation_config.json, else config.json (eos_token_id: an id or a
-// list). Built only with cpp-httplib (DSA_WITH_SERVER); otherwise the command says so.
+// list). On CUDA the kernels are tuned for the engine limits (max_step_tokens, max_running)
+// before the weights load, as `dsa generate` does (tune/model_warmup.h; --no-tune: cached
+// tactics only). Built only with cpp-httplib (DSA_WITH_SERVER); otherwise the command says so.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,7 +18,11 @@
 #include "commands.h"
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
+#include "dsa/core/device.h"
 #include "dsa/core/tensor.h"
+#include "dsa/model/config.h"
+#include "dsa/tune/bucket.h"
+#include "dsa/tune/model_warmup.h"
 #ifdef DSA_WITH_SERVER
 #include "dsa/engine/engine.h"
 #include "dsa/model/causal_lm.h"
@@ -30,6 +36,8 @@ struct Args {
   std::string model, host = "127.0.0.1", device = "cpu", name;
   int port = 8000, max_running = 16, threads = 64;
   int64_t max_step_tokens = 512, max_prefill_chunk = 0, max_model_len = 0;
+  bool tune = true;
+  double tune_seconds = 60;
 };
 
 Device parse_device(const std::string& s) {
@@ -59,7 +67,16 @@ std::vector<int32_t> eos_ids(const std::string& dir) {
 
 void run(const Args& a) {
 #ifdef DSA_WITH_SERVER
-  auto lm = model::load_causal_lm(a.model, parse_device(a.device));
+  const Device dev = parse_device(a.device);
+  DSA_CHECK(a.tune_seconds >= 0, "--tune-seconds must be >= 0, got {}", a.tune_seconds);
+  if (dev.is_cuda() && dev.index >= 0 && dev.index < static_cast<int>(cuda_devices().size())) {
+    tune::ModelWarmupOptions o;
+    o.tune = a.tune;
+    o.max_seconds = a.tune_seconds;
+    const tune::EngineLimits limits{tune::next_pow2(a.max_step_tokens), a.max_running};
+    tune::warm_up_for_model(tune::plan_model_from_config(model::load_model_config(a.model)), dev.index, limits, o);
+  }
+  auto lm = model::load_causal_lm(a.model, dev);
   engine::EngineOptions eo;
   eo.max_running = a.max_running;
   eo.max_step_tokens = a.max_step_tokens;
@@ -100,6 +117,9 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--max-model-len", a->max_model_len, "Prompt + max_tokens bound (0: the model's context)")
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "HTTP worker threads (each open stream holds one)")->capture_default_str();
+  cmd->add_flag("--tune,!--no-tune", a->tune,
+                "CUDA: tune kernel tactics missing from the tuning cache for these engine limits first (default on)");
+  cmd->add_option("--tune-seconds", a->tune_seconds, "CUDA: time bound of tuning and warm-up")->capture_default_str();
   cmd->callback([a] { run(*a); });
 });
 
