@@ -34,13 +34,14 @@ endif()
 # `dsa serve`); optional: without it the server, its command and its tests are left out.
 # Debian's package splits it: declarations in httplib.h, the code in libcpp-httplib.so (linked
 # when present; the upstream single header needs no library).
+option(DSA_SERVER "Build the HTTP server when cpp-httplib is found" ON)
 find_path(HTTPLIB_INCLUDE httplib.h)
 find_library(HTTPLIB_LIBRARY cpp-httplib)
-if(HTTPLIB_INCLUDE)
+if(DSA_SERVER AND HTTPLIB_INCLUDE)
   set(DSA_WITH_SERVER ON)
 else()
   set(DSA_WITH_SERVER OFF)
-  message(STATUS "dsa: httplib.h not found (libcpp-httplib-dev): building without the HTTP server")
+  message(STATUS "dsa: building without the HTTP server (DSA_SERVER=${DSA_SERVER}; httplib.h from libcpp-httplib-dev: ${HTTPLIB_INCLUDE})")
 endif()
 
 if(DSA_BUILD_TESTS)

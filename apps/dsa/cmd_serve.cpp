@@ -97,7 +97,7 @@ void run(const Args& a) {
   srv.listen();
 #else
   (void)a;
-  fail("dsa serve: this build has no HTTP server (cpp-httplib was not found at configure time: install "
+  fail("dsa serve: this build has no HTTP server (configured without cpp-httplib or with DSA_SERVER=OFF: install "
        "libcpp-httplib-dev and reconfigure)");
 #endif
 }
