@@ -17,100 +17,32 @@
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/checkpoint_tiny.h"
 #include "dsa/server/server.h"
+#include "server_harness.h"
 
 namespace dsa::server {
 namespace {
 
 using json = nlohmann::json;
-
-engine::EngineOptions engine_options() {
-  engine::EngineOptions o;
-  o.max_running = 4;
-  o.max_step_tokens = 48;
-  o.max_prefill_chunk = 16;
-  o.eos_token_ids = {1};  // the tiny config's eos
-  return o;
-}
-
-std::vector<int32_t> prompt_of(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> p;
-  for (int64_t i = 0; i < n; ++i) p.push_back(static_cast<int32_t>(2 + rng() % 500));
-  return p;
-}
+using namespace dsa::server::test;
 
 class ServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = std::filesystem::temp_directory_path() / ("dsa_server_glm_" + std::to_string(::getpid()));
-    TinyOptions t;
-    t.arch = "glm_moe_dsa";
-    t.seed = 1;
-    make_tiny_checkpoint(t, dir_.string());
-    lm_ = model::load_causal_lm(dir_.string(), Device::cpu());
-    engine_ = std::make_unique<engine::Engine>(*lm_, engine_options());
     ServerOptions so;
-    so.port = 0;
     so.model_name = "tiny-glm";
-    server_ = std::make_unique<Server>(*engine_, so);
-    port_ = server_->bind();
-    thread_ = std::thread([] { server_->listen(); });
-    httplib::Client c("127.0.0.1", port_);
-    for (int i = 0; i < 100; ++i) {  // up to 5 s for the listener
-      if (auto r = c.Get("/health"); r && r->status == 200) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    FAIL() << "the server did not answer /health";
+    h_ = new Harness(so);
   }
   static void TearDownTestSuite() {
-    server_->stop();
-    if (thread_.joinable()) thread_.join();
-    server_.reset();
-    engine_.reset();
-    lm_.reset();
-    std::filesystem::remove_all(dir_);
+    delete h_;
+    h_ = nullptr;
   }
-
-  // What the engine gives for these requests, on a fresh engine over a fresh model (the served
-  // one belongs to the server's thread).
   static std::vector<engine::Completion> reference(const std::vector<std::vector<int32_t>>& prompts,
                                                    const std::vector<engine::SamplingParams>& params) {
-    static std::unique_ptr<model::CausalLM> lm = model::load_causal_lm(dir_.string(), Device::cpu());
-    engine::Engine e(*lm, engine_options());
-    return e.generate(prompts, params);
+    return h_->reference(prompts, params);
   }
-
-  static httplib::Client client() {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60, 0);
-    c.set_write_timeout(60, 0);
-    c.set_connection_timeout(10, 0);
-    return c;
-  }
-  static httplib::Result post(const json& body, const char* path = "/v1/completions") {
-    return client().Post(path, body.dump(), "application/json");
-  }
-  // The data: lines of an SSE body, [DONE] last.
-  static std::vector<std::string> sse_data(const std::string& body) {
-    std::vector<std::string> out;
-    size_t pos = 0;
-    while (pos < body.size()) {
-      size_t end = body.find("\n\n", pos);
-      if (end == std::string::npos) end = body.size();
-      const std::string ev = body.substr(pos, end - pos);
-      if (ev.rfind("data: ", 0) == 0) out.push_back(ev.substr(6));
-      else if (!ev.empty()) ADD_FAILURE() << "not an SSE data event: " << ev;
-      pos = end + 2;
-    }
-    return out;
-  }
-
-  static inline std::filesystem::path dir_;
-  static inline std::unique_ptr<model::CausalLM> lm_;
-  static inline std::unique_ptr<engine::Engine> engine_;
-  static inline std::unique_ptr<Server> server_;
-  static inline std::thread thread_;
-  static inline int port_ = 0;
+  static httplib::Client client() { return h_->client(); }
+  static httplib::Result post(const json& body, const char* path = "/v1/completions") { return h_->post(body, path); }
+  static inline Harness* h_ = nullptr;
 };
 
 engine::SamplingParams greedy(int64_t n) {
@@ -131,7 +63,7 @@ TEST_F(ServerTest, HealthAndModels) {
   ASSERT_EQ(j["data"].size(), 1u);
   EXPECT_EQ(j["data"][0]["id"], "tiny-glm");
   EXPECT_EQ(j["data"][0]["object"], "model");
-  EXPECT_EQ(j["data"][0]["max_model_len"], lm_->config().max_position_embeddings);
+  EXPECT_EQ(j["data"][0]["max_model_len"], h_->lm->config().max_position_embeddings);
 }
 
 TEST_F(ServerTest, GreedyCompletionEqualsEngine) {
@@ -254,8 +186,8 @@ TEST_F(ServerTest, SeededSamplingAndStopIds) {
 }
 
 TEST_F(ServerTest, BadRequestsAre400WithOpenAiErrors) {
-  const int64_t V = lm_->config().vocab_size;
-  const std::vector<int32_t> too_long(static_cast<size_t>(engine_->max_model_len()), 5);
+  const int64_t V = h_->lm->config().vocab_size;
+  const std::vector<int32_t> too_long(static_cast<size_t>(h_->engine->max_model_len()), 5);
   struct Case {
     std::string body;
     std::string param;
@@ -297,6 +229,9 @@ TEST_F(ServerTest, BadRequestsAre400WithOpenAiErrors) {
   ASSERT_TRUE(chat);
   EXPECT_EQ(chat->status, 501);
   EXPECT_TRUE(json::parse(chat->body).contains("error"));
+  auto tok = post({{"prompt", "hi"}}, "/tokenize");
+  ASSERT_TRUE(tok);
+  EXPECT_EQ(tok->status, 501);  // no tokenizer here
   auto missing = client().Get("/v1/nothing");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
@@ -353,7 +288,7 @@ TEST(OpenAiProtocol, ParsesPromptsAndDefaults) {
   };
   CompletionRequest r = parse_completion_request(R"({"prompt": "AB"})", enc);
   EXPECT_EQ(r.prompt, (std::vector<int32_t>{65, 66}));
-  EXPECT_TRUE(r.echo_text);
+  EXPECT_TRUE(r.text_prompt);
   EXPECT_EQ(r.params.max_tokens, 16);
   EXPECT_EQ(r.params.temperature, 1.0);
   EXPECT_FALSE(r.stream);

@@ -68,7 +68,7 @@ CompletionRequest parse_completion_request(const std::string& body, const Encode
     if (!encode)
       throw BadRequest("this server has no tokenizer: send prompt as an array of token ids", "prompt");
     r.prompt = encode(pr.get<std::string>());
-    r.echo_text = true;
+    r.text_prompt = true;
   } else if (pr.is_array()) {
     if (!pr.empty() && (pr[0].is_array() || pr[0].is_string()))
       throw BadRequest("batched prompts are not supported: send one prompt per request", "prompt");

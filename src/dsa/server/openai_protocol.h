@@ -36,7 +36,7 @@ struct CompletionRequest {
   engine::SamplingParams params;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
-  bool echo_text = false;      // the prompt was a string (a tokenizer is present: text is decoded)
+  bool text_prompt = false;    // the prompt was a string (encoded by the tokenizer)
 };
 
 // Parses a /v1/completions body. `encode` may be empty (then a string prompt is a BadRequest).

@@ -14,11 +14,14 @@ namespace {
 
 using json = nlohmann::json;
 
+// JSON text; invalid UTF-8 (a decoder's partial character) becomes U+FFFD instead of throwing.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 int64_t now_s() { return static_cast<int64_t>(std::time(nullptr)); }
 
 void send_json(httplib::Response& res, int status, const json& j) {
   res.status = status;
-  res.set_content(j.dump(), "application/json");
+  res.set_content(dump(j), "application/json");
 }
 
 void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {}) {
@@ -28,6 +31,26 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
                                      : "internal_server_error";
   send_json(res, status, error_json(message, type, param, status));
 }
+
+// Text of a stream chunk by chunk: decodes all tokens so far and sends what extends the text
+// already sent, holding back a trailing U+FFFD (a multi-byte character whose bytes are split
+// across tokens) until more tokens or the end come. Quadratic in the output length; fine for
+// the lengths served now.
+struct IncrementalText {
+  std::vector<int32_t> tokens;
+  size_t sent = 0;
+  std::string add(const DecodeFn& decode, const std::vector<int32_t>& more, bool last) {
+    tokens.insert(tokens.end(), more.begin(), more.end());
+    const std::string full = decode(tokens);
+    static const std::string kReplacement = "\xEF\xBF\xBD";
+    size_t end = full.size();
+    if (!last && end >= 3 && full.compare(end - 3, 3, kReplacement) == 0) end -= 3;
+    if (end <= sent) return {};
+    std::string out = full.substr(sent, end - sent);
+    sent = end;
+    return out;
+  }
+};
 
 std::string next_id() {
   static std::atomic<uint64_t> n{0};
@@ -103,6 +126,32 @@ void Server::routes() {
     res.set_content(t, "text/plain; version=0.0.4");
   });
 
+  // vLLM's /tokenize {"prompt": text} -> {"tokens", "count", "max_model_len"} and /detokenize
+  // {"tokens": ids} -> {"prompt": text}; 501 without a tokenizer.
+  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!opt_.encode) return send_error(res, 501, "this server has no tokenizer");
+    const json j = json::parse(req.body, nullptr, false);
+    if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
+      return send_error(res, 400, "prompt must be a string", "prompt");
+    const std::vector<int32_t> ids = opt_.encode(j["prompt"].get<std::string>());
+    send_json(res, 200, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", engine_.max_model_len()}});
+  });
+  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!opt_.decode) return send_error(res, 501, "this server has no tokenizer");
+    const json j = json::parse(req.body, nullptr, false);
+    if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array())
+      return send_error(res, 400, "tokens must be an array of token ids", "tokens");
+    std::vector<int32_t> ids;
+    const int64_t V = engine_.config().vocab_size;
+    for (const json& t : j["tokens"]) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= V)
+        return send_error(res, 400, "tokens: " + t.dump() + " is not a token id in [0, " + std::to_string(V) + ")",
+                          "tokens");
+      ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+    send_json(res, 200, {{"prompt", opt_.decode(ids)}});
+  });
+
   s.Post("/v1/chat/completions", [](const httplib::Request&, httplib::Response& res) {
     send_error(res, 501,
                "chat completions are not supported yet (no chat template support): use /v1/completions with token ids");
@@ -123,7 +172,7 @@ void Server::routes() {
         if (msg.rfind(f, 0) == 0) param = f;
       return send_error(res, 400, msg, param);
     }
-    const bool decode = cr.echo_text && opt_.decode;
+    const bool decode = static_cast<bool>(opt_.decode);
     const std::string id = next_id();
     const int64_t created = now_s();
     std::shared_ptr<RequestStream> stream = loop_.submit(cr.prompt, cr.params);
@@ -153,7 +202,8 @@ void Server::routes() {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, stream, id, created, decode, usage_null](size_t, httplib::DataSink& sink) {
+        [this, stream, id, created, decode, usage_null, text = std::make_shared<IncrementalText>()](
+            size_t, httplib::DataSink& sink) {
           auto write = [&](const std::string& data) {
             const std::string line = "data: " + data + "\n\n";
             return sink.write(line.data(), line.size());
@@ -166,16 +216,16 @@ void Server::routes() {
             for (StreamEvent& e : stream->wait(std::chrono::milliseconds(100))) {
               const bool fin = e.finish != engine::FinishReason::None;
               if (fin && (e.finish == engine::FinishReason::Error || e.finish == engine::FinishReason::Abort)) {
-                write(error_json(e.error, "internal_server_error", "", 500).dump());
+                write(dump(error_json(e.error, "internal_server_error", "", 500)));
                 write("[DONE]");
                 sink.done();
                 return true;
               }
               json chunk = completion_json(id, created, opt_.model_name, e.tokens,
-                                           decode ? opt_.decode(e.tokens) : "",
+                                           decode ? text->add(opt_.decode, e.tokens, fin) : "",
                                            fin ? engine::finish_reason_name(e.finish) : "", std::nullopt);
               if (usage_null) chunk["usage"] = nullptr;
-              if (!write(chunk.dump())) {
+              if (!write(dump(chunk))) {
                 loop_.abort(stream);
                 return false;
               }
@@ -184,7 +234,7 @@ void Server::routes() {
                 json u = chunk;
                 u["choices"] = json::array();
                 u["usage"] = Usage{e.prompt_tokens, e.completion_tokens}.json();
-                write(u.dump());
+                write(dump(u));
               }
               write("[DONE]");
               sink.done();

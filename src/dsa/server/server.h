@@ -1,12 +1,15 @@
 // OpenAI-compatible HTTP server over one engine (REFERENCE.md section 9), on cpp-httplib.
 // Routes: GET /health, GET /metrics (Prometheus text: running, waiting, finished by reason,
 // tokens, preemptions), GET /v1/models, POST /v1/completions (JSON or SSE streaming ending
-// `data: [DONE]`, stream_options.include_usage), POST /v1/chat/completions (501: no chat
-// template support yet). Handlers run on httplib's thread pool: they parse and check a request
-// (400 with an OpenAI-style error object when it is malformed, names ids outside the vocabulary
-// or is longer than the context), submit it to the EngineLoop (one engine thread runs every
-// step: continuous batching across connections) and wait for its tokens, or stream them as
-// they come. A streaming client that goes away aborts its request.
+// `data: [DONE]`, stream_options.include_usage), POST /tokenize and /detokenize (with a
+// tokenizer, else 501), POST /v1/chat/completions (501: no chat template support yet).
+// Handlers run on httplib's thread pool: they parse and check a request (400 with an
+// OpenAI-style error object when it is malformed, names ids outside the vocabulary or is longer
+// than the context), submit it to the EngineLoop (one engine thread runs every step: continuous
+// batching across connections) and wait for its tokens, or stream them as they come. A
+// streaming client that goes away aborts its request. With a tokenizer (ServerOptions
+// encode/decode) prompts may be strings and responses carry the decoded text (streamed
+// incrementally); without one, text is "" and token_ids carry the output.
 #pragma once
 #include <cstdint>
 #include <memory>
