@@ -279,6 +279,23 @@ TEST_F(ServerTest, DisconnectedStreamIsAbortedAndMetricsShowIt) {
   EXPECT_EQ(running, 0);
 }
 
+// A character split across tokens is held back until it is whole (or the stream ends).
+TEST(OpenAiProtocol, IncrementalTextHoldsBackSplitCharacters) {
+  // Stand-in decoder: 1 -> "a", 2 -> first byte of "é" (decodes to U+FFFD alone), 2 then 3 -> "é".
+  IncrementalText t([](const std::vector<int32_t>& ids) {
+    std::string s;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] == 1) s += "a";
+      if (ids[i] == 2) s += (i + 1 < ids.size() && ids[i + 1] == 3) ? "\xC3\xA9" : "\xEF\xBF\xBD";
+    }
+    return s;
+  });
+  EXPECT_EQ(t.add({1}, false), "a");
+  EXPECT_EQ(t.add({2}, false), "");
+  EXPECT_EQ(t.add({3}, false), "\xC3\xA9");
+  EXPECT_EQ(t.add({1, 2}, true), "a\xEF\xBF\xBD");  // the end: the lone byte is what it is
+}
+
 // Request parsing alone: a string prompt goes through the tokenizer when there is one; defaults.
 TEST(OpenAiProtocol, ParsesPromptsAndDefaults) {
   const EncodeFn enc = [](const std::string& s) {

@@ -51,6 +51,22 @@ struct Usage {
   nlohmann::json json() const;  // prompt_tokens, completion_tokens, total_tokens
 };
 
+// Text of a stream chunk by chunk: decodes all tokens so far and returns what extends the text
+// already returned, holding back a trailing U+FFFD (a multi-byte character whose bytes are split
+// across tokens) until more tokens or the last chunk come. Assumes the decoding of a longer
+// sequence extends that of a shorter one. Quadratic in the output length (one decode of
+// everything per chunk); fine for the lengths served now.
+class IncrementalText {
+ public:
+  explicit IncrementalText(DecodeFn decode) : decode_(std::move(decode)) {}
+  std::string add(const std::vector<int32_t>& tokens, bool last);
+
+ private:
+  DecodeFn decode_;
+  std::vector<int32_t> tokens_;
+  size_t sent_ = 0;
+};
+
 // One choice of a text_completion (whole or chunk). `text` is the decoded text ("" without a
 // tokenizer); token_ids are always given. finish_reason null while unfinished.
 nlohmann::json completion_json(const std::string& id, int64_t created, const std::string& model,

@@ -32,26 +32,6 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
   send_json(res, status, error_json(message, type, param, status));
 }
 
-// Text of a stream chunk by chunk: decodes all tokens so far and sends what extends the text
-// already sent, holding back a trailing U+FFFD (a multi-byte character whose bytes are split
-// across tokens) until more tokens or the end come. Quadratic in the output length; fine for
-// the lengths served now.
-struct IncrementalText {
-  std::vector<int32_t> tokens;
-  size_t sent = 0;
-  std::string add(const DecodeFn& decode, const std::vector<int32_t>& more, bool last) {
-    tokens.insert(tokens.end(), more.begin(), more.end());
-    const std::string full = decode(tokens);
-    static const std::string kReplacement = "\xEF\xBF\xBD";
-    size_t end = full.size();
-    if (!last && end >= 3 && full.compare(end - 3, 3, kReplacement) == 0) end -= 3;
-    if (end <= sent) return {};
-    std::string out = full.substr(sent, end - sent);
-    sent = end;
-    return out;
-  }
-};
-
 std::string next_id() {
   static std::atomic<uint64_t> n{0};
   return "cmpl-" + std::to_string(now_s()) + "-" + std::to_string(n++);
@@ -202,7 +182,7 @@ void Server::routes() {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, stream, id, created, decode, usage_null, text = std::make_shared<IncrementalText>()](
+        [this, stream, id, created, decode, usage_null, text = std::make_shared<IncrementalText>(opt_.decode)](
             size_t, httplib::DataSink& sink) {
           auto write = [&](const std::string& data) {
             const std::string line = "data: " + data + "\n\n";
@@ -222,7 +202,7 @@ void Server::routes() {
                 return true;
               }
               json chunk = completion_json(id, created, opt_.model_name, e.tokens,
-                                           decode ? text->add(opt_.decode, e.tokens, fin) : "",
+                                           decode ? text->add(e.tokens, fin) : "",
                                            fin ? engine::finish_reason_name(e.finish) : "", std::nullopt);
               if (usage_null) chunk["usage"] = nullptr;
               if (!write(dump(chunk))) {
