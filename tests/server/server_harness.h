@@ -18,7 +18,8 @@
 
 namespace dsa::server::test {
 
-engine::EngineOptions harness_engine_options();  // max_running 4, 48 tokens a step, chunks of 16, eos 1
+engine::EngineOptions harness_engine_options();  // max_running 4, 48 tokens a step, chunks of 16, eos 1,
+                                                 // context 256
 
 struct Harness {
   explicit Harness(ServerOptions options);  // options.port is replaced by 0 (ephemeral)

@@ -63,7 +63,7 @@ TEST_F(ServerTest, HealthAndModels) {
   ASSERT_EQ(j["data"].size(), 1u);
   EXPECT_EQ(j["data"][0]["id"], "tiny-glm");
   EXPECT_EQ(j["data"][0]["object"], "model");
-  EXPECT_EQ(j["data"][0]["max_model_len"], h_->lm->config().max_position_embeddings);
+  EXPECT_EQ(j["data"][0]["max_model_len"], 256);
 }
 
 TEST_F(ServerTest, GreedyCompletionEqualsEngine) {
@@ -229,6 +229,12 @@ TEST_F(ServerTest, BadRequestsAre400WithOpenAiErrors) {
   ASSERT_TRUE(chat);
   EXPECT_EQ(chat->status, 501);
   EXPECT_TRUE(json::parse(chat->body).contains("error"));
+  // Without max_tokens the default 16 shortens to what the context leaves.
+  const std::vector<int32_t> almost(static_cast<size_t>(h_->engine->max_model_len() - 2), 5);
+  auto fit = post({{"prompt", almost}, {"temperature", 0}, {"ignore_eos", true}});
+  ASSERT_TRUE(fit);
+  ASSERT_EQ(fit->status, 200) << fit->body;
+  EXPECT_EQ(json::parse(fit->body)["usage"]["completion_tokens"], 2);
   auto tok = post({{"prompt", "hi"}}, "/tokenize");
   ASSERT_TRUE(tok);
   EXPECT_EQ(tok->status, 501);  // no tokenizer here
@@ -248,7 +254,7 @@ int64_t metric(const std::string& text, const std::string& series) {
 }
 
 // A streaming client that goes away mid-stream aborts its request (the engine stops running
-// it long before its max_tokens); /metrics shows it.
+// it long before its max_tokens: it finishes as "abort", not "length"); /metrics shows it.
 TEST_F(ServerTest, DisconnectedStreamIsAbortedAndMetricsShowIt) {
   auto m0 = client().Get("/metrics");
   ASSERT_TRUE(m0);
@@ -260,7 +266,7 @@ TEST_F(ServerTest, DisconnectedStreamIsAbortedAndMetricsShowIt) {
   httplib::Request req;
   req.method = "POST";
   req.path = "/v1/completions";
-  req.body = json{{"prompt", {5, 6, 7}}, {"max_tokens", 3000}, {"ignore_eos", true}, {"stream", true}}.dump();
+  req.body = json{{"prompt", {5, 6, 7}}, {"max_tokens", 250}, {"ignore_eos", true}, {"stream", true}}.dump();
   req.set_header("Content-Type", "application/json");
   int chunks = 0;
   req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 2; };  // then hang up

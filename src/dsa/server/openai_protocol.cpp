@@ -78,8 +78,10 @@ CompletionRequest parse_completion_request(const std::string& body, const Encode
   }
   if (r.prompt.empty()) throw BadRequest("prompt is empty", "prompt");
 
-  if (j.contains("max_tokens") && !j["max_tokens"].is_null())
+  if (j.contains("max_tokens") && !j["max_tokens"].is_null()) {
     p.max_tokens = get_int(j, "max_tokens", 1, std::numeric_limits<int32_t>::max());
+    r.max_tokens_given = true;
+  }
   if (j.contains("temperature") && !j["temperature"].is_null()) {
     p.temperature = get_number(j, "temperature");
     if (p.temperature < 0) throw BadRequest("temperature must be >= 0", "temperature");

@@ -36,6 +36,7 @@ struct CompletionRequest {
   engine::SamplingParams params;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool max_tokens_given = false;  // else the default 16 (the server shortens it to fit the context)
   bool text_prompt = false;    // the prompt was a string (encoded by the tokenizer)
 };
 

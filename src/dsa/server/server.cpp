@@ -141,6 +141,8 @@ void Server::routes() {
     CompletionRequest cr;
     try {
       cr = parse_completion_request(req.body, opt_.encode);
+      const int64_t room = engine_.max_model_len() - static_cast<int64_t>(cr.prompt.size());
+      if (!cr.max_tokens_given && room >= 1 && room < cr.params.max_tokens) cr.params.max_tokens = room;
       engine_.check_request(cr.prompt, cr.params);
     } catch (const BadRequest& e) {
       return send_error(res, 400, e.what(), e.param);
