@@ -17,7 +17,7 @@ the same files for the same `tokenizers` version):
                added tokens with lstrip / rstrip / single_word, TemplateProcessing.
 Per tokenizer, cases.json holds for every test string: the text (or its bytes as hex when they
 are not valid UTF-8: the text HF sees is Python's decode(errors="replace")), the ids without and
-with special tokens (with BOS prepended where tokenizer_config.json has add_bos_token, as
+with special tokens, the pre-tokenizer's pieces of the text (with BOS prepended where tokenizer_config.json has add_bos_token, as
 transformers does), and decode() of the ids with and without skipping special tokens.
 """
 import argparse
@@ -153,6 +153,7 @@ def test_strings(tok_specials):
         "你好，世界！今天天气很好。", "日本語のテキストです。カタカナ", "한국어 텍스트", "Ελληνικά και русский текст",
         "emoji 😀👍🏽🎉 family 👨‍👩‍👧 heart ❤️ rocket🚀", "tabs\tand\t\ttabs", "trailing spaces   ",
         "line one  \nline two \n\n\nline four\r\nwindows", "   leading spaces", "a\u00a0b\u3000c\u2028d\u0085e",
+        "x\u00a0\u00a0\u00a0y", "end\u3000\u3000", "\u2003\u2003word 12\u00a0\u00a034", "IT'S ſ'S Straße",
         "def f(x):\n    return x * 2\n\n\nclass A:\n        pass\n", "if (a != b && c >= d) { x += 1; }",
         "don't can't won't ſ ß ﬁ İstanbul", "naïve café — “quotes” ‘single’ …", "mixed中文and English123数字",
         "zero-width\u200bjoiner\u200d and combining e\u0301 a\u0308", "x" * 300, " " * 50 + "end", "\n" * 10,
@@ -199,6 +200,8 @@ def main():
             case = {"hex": s.hex()} if kind == "hex" else {"text": s}
             case.update(ids=ids, ids_special=ids_sp, decoded=tok.decode(ids, skip_special_tokens=False),
                         decoded_skip=tok.decode(ids_sp, skip_special_tokens=True))
+            # The pre-tokenizer's pieces of the whole text (no added-token split), byte-level mapped.
+            case["pieces"] = [p for p, _ in tok.pre_tokenizer.pre_tokenize_str(text)]
             cases.append(case)
         meta = {"tokenizers_version": tokenizers.__version__, "seed": SEED,
                 "vocab_size": tok.get_vocab_size(with_added_tokens=True),

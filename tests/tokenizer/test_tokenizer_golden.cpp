@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include "common/testing.h"
+#include "dsa/tokenizer/pre_tokenizer.h"
+#include "dsa/tokenizer/utf8.h"
 #include "tokenizer_test_util.h"
 
 namespace dsa::test {
@@ -38,6 +40,25 @@ TEST_P(TokenizerGolden, EncodeDecodeMatchHuggingFace) {
   }
   EXPECT_GT(n, 100);
   EXPECT_GT(nonempty, 100);
+}
+
+// The pre-tokenizer alone: its pieces of every test text equal those of `tokenizers`
+// (pre_tokenize_str), which is stricter than equal ids (different cuts can merge alike).
+TEST_P(TokenizerGolden, PreTokenizerPiecesMatchHuggingFace) {
+  DSA_REQUIRE_TOKENIZER();
+  auto j = read_json_file(tokenizer_data_dir(GetParam()) + "/tokenizer.json");
+  auto pre = tok::make_pre_tokenizer(j["pre_tokenizer"], "pre_tokenizer");
+  ASSERT_TRUE(pre);
+  auto meta = read_json_file(tokenizer_data_dir(GetParam()) + "/cases.json");
+  int n = 0;
+  for (const auto& c : meta["cases"]) {
+    std::string text = c.contains("hex") ? tok::utf8_lossy(from_hex(c["hex"])) : c["text"].get<std::string>();
+    std::vector<std::string> pieces{text};
+    pre->apply(pieces);
+    EXPECT_EQ(pieces, c["pieces"].get<std::vector<std::string>>()) << "text \"" << text << "\"";
+    n += pieces.size() > 1;
+  }
+  EXPECT_GT(n, 50);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, TokenizerGolden, ::testing::Values("deepseek_v3", "glm5", "misc"));
