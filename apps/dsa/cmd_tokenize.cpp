@@ -1,7 +1,9 @@
-// `dsa tokenize --tokenizer PATH (--text "..." | --decode 1,2,3) [--special] [--skip-special]
+// `dsa tokenize --tokenizer PATH (--text "..." | --text-file F | --decode 1,2,3) [--special] [--skip-special]
 // [--tokens]`: runs the tokenizer of a checkpoint (tokenizer.json or its directory). --text prints
 // the ids comma-separated (--tokens also prints each id's token); --decode prints the text.
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,7 +18,7 @@ namespace dsa::cli {
 namespace {
 
 struct TokenizeOptions {
-  std::string tokenizer, text, decode;
+  std::string tokenizer, text, text_file, decode;
   bool special = false, skip_special = false, tokens = false;
 };
 
@@ -51,7 +53,15 @@ void run(const TokenizeOptions& o) {
     std::fputc('\n', stdout);
     return;
   }
-  auto ids = tok->encode(o.text, o.special);
+  std::string text = o.text;
+  if (!o.text_file.empty()) {
+    std::ifstream f(o.text_file, std::ios::binary);
+    DSA_CHECK(f.good(), "tokenize: --text-file: cannot open {}", o.text_file);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    text = ss.str();
+  }
+  auto ids = tok->encode(text, o.special);
   std::string line;
   for (size_t i = 0; i < ids.size(); ++i) line += (i ? "," : "") + std::to_string(ids[i]);
   std::printf("%s\n", line.c_str());
@@ -64,13 +74,16 @@ const bool registered = add_command([](CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.json or the checkpoint directory holding it")->required();
   auto* text = cmd->add_option("--text", o->text, "Text to encode");
+  auto* file = cmd->add_option("--text-file", o->text_file, "File whose bytes are the text to encode");
   auto* dec = cmd->add_option("--decode", o->decode, "Comma-separated ids to decode");
   text->excludes(dec);
+  text->excludes(file);
+  file->excludes(dec);
   cmd->add_flag("--special", o->special, "Add special tokens (post-processor / add_bos_token) when encoding");
   cmd->add_flag("--skip-special", o->skip_special, "Drop special tokens when decoding");
   cmd->add_flag("--tokens", o->tokens, "Also print each id with its token");
-  cmd->callback([o, text, dec] {
-    DSA_CHECK(text->count() || dec->count(), "tokenize: give --text or --decode");
+  cmd->callback([o, text, file, dec] {
+    DSA_CHECK(text->count() || file->count() || dec->count(), "tokenize: give --text, --text-file or --decode");
     run(*o);
   });
 });

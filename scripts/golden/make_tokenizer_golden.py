@@ -163,6 +163,8 @@ def test_strings(tok_specials):
     for s in tok_specials:
         fixed += [s, f"before{s}after", f"{s}{s}", f" {s} text {s}", s[:-1], f"{s[:3]} {s[3:]}"]
     r = random.Random(SEED + 1)
+    fixed.append("".join(chr(r.randint(0x4E00, 0x4FFF)) for _ in range(3000)))  # one long piece
+    fixed.append(rand_text(r, 400))
     rand = [rand_text(r, r.randint(1, 30)) for _ in range(60)]
     # Random strings with special tokens spliced in.
     for _ in range(15):

@@ -1,6 +1,8 @@
 #include "dsa/tokenizer/bpe.h"
 
+#include <functional>
 #include <limits>
+#include <queue>
 
 #include "dsa/core/error.h"
 #include "dsa/tokenizer/utf8.h"
@@ -116,19 +118,43 @@ void Bpe::merge_word(const std::string& piece, std::vector<int32_t>& out) const 
   }
   if (pending_unk) sym.push_back(*pending_unk);
 
-  // Merge loop: lowest rank first, leftmost among equal ranks, one merge at a time.
-  while (sym.size() > 1) {
-    int32_t best_rank = std::numeric_limits<int32_t>::max(), best_id = -1;
-    size_t best_pos = 0;
-    for (size_t k = 0; k + 1 < sym.size(); ++k) {
-      auto it = merges_.find(pair_key(sym[k], sym[k + 1]));
-      if (it != merges_.end() && it->second.first < best_rank) {
-        best_rank = it->second.first, best_id = it->second.second, best_pos = k;
-      }
+  // Merge loop: lowest rank first, leftmost among equal ranks, one merge at a time. Symbols form
+  // a doubly linked list over their first positions; a min-heap holds candidate pairs keyed by
+  // (rank, left position), and an entry is stale (skipped) when either side changed since it was
+  // pushed. O(n log n) for long pieces (a CJK run can be one piece of thousands of characters).
+  const size_t n = sym.size();
+  if (n > 1) {
+    std::vector<size_t> prev(n), next(n);
+    std::vector<uint8_t> alive(n, 1);
+    for (size_t k = 0; k < n; ++k) prev[k] = k - 1, next[k] = k + 1;  // prev[0] wraps: unused
+    struct Cand {
+      int32_t rank;
+      size_t pos;
+      int32_t left, right;
+      bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+    };
+    std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
+    auto push = [&](size_t k) {
+      if (k >= n || next[k] >= n) return;
+      auto it = merges_.find(pair_key(sym[k], sym[next[k]]));
+      if (it != merges_.end()) heap.push({it->second.first, k, sym[k], sym[next[k]]});
+    };
+    for (size_t k = 0; k + 1 < n; ++k) push(k);
+    while (!heap.empty()) {
+      Cand c = heap.top();
+      heap.pop();
+      size_t k = c.pos;
+      if (!alive[k] || next[k] >= n || sym[k] != c.left || sym[next[k]] != c.right) continue;
+      size_t r = next[k];
+      sym[k] = merges_.at(pair_key(c.left, c.right)).second;
+      alive[r] = 0;
+      next[k] = next[r];
+      if (next[k] < n) prev[next[k]] = k;
+      if (k > 0) push(prev[k]);
+      push(k);
     }
-    if (best_id < 0) break;
-    sym[best_pos] = best_id;
-    sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(best_pos) + 1);
+    for (size_t k = 0; k < n; k = next[k]) out.push_back(sym[k]);
+    return;
   }
   out.insert(out.end(), sym.begin(), sym.end());
 }
