@@ -78,6 +78,22 @@ TEST(TokenizerErrors, MalformedFieldsAreNamed) {
   expect_error([](auto& j) { j["added_tokens"][0]["id"] = "four"; }, "added_tokens[0].id");
 }
 
+// A pattern whose match backtracks through a group per character exhausts PCRE2's JIT stack on a
+// long input; the interpreter fallback must still give the whole match.
+TEST(TokenizerErrors, LongMatchBeyondJitStack) {
+  DSA_REQUIRE_TOKENIZER();
+  auto j = minimal();
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"Regex", "(?:(a)|(b))+(?=c)"}};
+  TempDir dir;
+  auto tok = Tokenizer::load(dir.write("tokenizer.json", j.dump()));
+  std::string text(200000, 'a');
+  text += "c";
+  auto ids = tok->encode(text);
+  std::vector<int32_t> want(200000, 0);  // "a" (only a+b merges)
+  want.push_back(3);                     // "c"
+  EXPECT_EQ(ids, want);
+}
+
 TEST(TokenizerErrors, MissingAndInvalidFiles) {
   DSA_REQUIRE_TOKENIZER();
   TempDir dir;

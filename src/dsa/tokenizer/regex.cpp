@@ -50,6 +50,9 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view s) const
     // The subject is valid UTF-8 (the tokenizer makes it so): skip PCRE2's re-check.
     int rc = impl_->jit ? pcre2_jit_match(impl_->code, subject, s.size(), start, PCRE2_NO_UTF_CHECK, md, nullptr)
                         : pcre2_match(impl_->code, subject, s.size(), start, PCRE2_NO_UTF_CHECK, md, nullptr);
+    // The JIT's machine stack is small (32 KiB); the interpreter keeps its backtracking on the heap.
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+      rc = pcre2_match(impl_->code, subject, s.size(), start, PCRE2_NO_JIT | PCRE2_NO_UTF_CHECK, md, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       pcre2_match_data_free(md);
