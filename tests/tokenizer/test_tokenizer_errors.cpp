@@ -48,6 +48,9 @@ TEST(TokenizerErrors, MinimalLoadsAndEncodes) {
   EXPECT_EQ(tok->decode({2, 4, 3}), "ab<s>c");
   EXPECT_EQ(tok->decode({2, 4, 3}, true), "abc");
   EXPECT_EQ(tok->vocab_size(), 5);
+  auto j = minimal();
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", nlohmann::json::array()}};
+  EXPECT_EQ(Tokenizer::load(dir.write("t2.json", j.dump()))->encode("abc"), (std::vector<int32_t>{2, 3}));
 }
 
 TEST(TokenizerErrors, MalformedFieldsAreNamed) {

@@ -132,7 +132,10 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path_or_dir) {
   try {
     DSA_CHECK(j.contains("model"), "tokenizer: model: missing");
     t->model = std::make_unique<Bpe>(j["model"]);
-    if (j.contains("normalizer") && !j["normalizer"].is_null())
+    const auto norm = j.value("normalizer", nlohmann::json());
+    bool trivial = norm.is_null() || (norm.is_object() && norm.value("type", "") == "Sequence" &&
+                                      norm.contains("normalizers") && norm["normalizers"].empty());
+    if (!trivial)
       fail("tokenizer: normalizer: unsupported normalizer {} (only null is supported)", j["normalizer"].value("type", j["normalizer"].dump()));
     t->pre = make_pre_tokenizer(j.value("pre_tokenizer", nlohmann::json()), "pre_tokenizer");
     t->added = AddedTokens(j.value("added_tokens", nlohmann::json()));

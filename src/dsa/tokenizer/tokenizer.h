@@ -8,7 +8,8 @@
 //   2. Added tokens (added_tokens.h) are cut out first, leftmost-longest: first those with
 //      normalized=false (special tokens), then the others; lstrip/rstrip/single_word honoured.
 //      Each becomes its own id and skips the steps below.
-//   3. Normalizer: only null (none) is supported; anything else is a load error naming it.
+//   3. Normalizer: only null (or an empty Sequence) is supported; NFC/NFKC/Lowercase/... are a
+//      load error naming the type.
 //   4. Pre-tokenizer (pre_tokenizer.h): Split (regex or literal pattern, the five delimiter
 //      behaviours, invert), ByteLevel (add_prefix_space, use_regex with GPT-2's pattern; maps
 //      bytes to the 256 printable stand-in characters), and Sequence of those. Regexes run on
