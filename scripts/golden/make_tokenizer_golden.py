@@ -7,12 +7,12 @@ Run with an interpreter that has `tokenizers` (e.g. /work/venv-golden/bin/python
 
 Three tokenizers, each trained on the same generated multilingual text (seeded, so reruns give
 the same files for the same `tokenizers` version):
-  deepseek_v3: Sequence of Split (digits {1,3}, CJK/kana runs, a letters/punctuation pattern in the
-               style of DeepSeek-V3's) + ByteLevel(use_regex=false); DeepSeek special tokens;
+  deepseek_v3: Sequence of Split (digits {1,3}, CJK/kana runs, DeepSeek-V3's letters/punctuation
+               pattern) + ByteLevel(use_regex=false); DeepSeek special tokens;
                tokenizer_config.json with bos/eos and add_bos_token.
   glm5:        one Split with GPT-4's cl100k pattern (as GLM uses) + ByteLevel(use_regex=false);
                GLM special tokens; generation_config.json with an eos id list.
-  misc:        the other features: Split behaviours Removed / MergedWithPrevious / MergedWithNext /
+  misc:        the other features: DeepSeek-LLM's split (with `\s+$`), Split behaviours Removed / MergedWithPrevious / MergedWithNext /
                Contiguous, invert, a literal pattern, ByteLevel(add_prefix_space, use_regex),
                added tokens with lstrip / rstrip / single_word, TemplateProcessing.
 Per tokenizer, cases.json holds for every test string: the text (or its bytes as hex when they
@@ -30,7 +30,13 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_token
 
 SEED = 1234
 
-DS_LETTERS = (
+# DeepSeek-V3's third split (letters with marks, punctuation/symbol runs, newlines, spaces).
+DS_V3 = (
+    r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"""
+    r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+# The older DeepSeek-LLM letters/punctuation split (used in misc: it has Ruby's line-end `$`).
+DS_LLM = (
     r"[\r\n]|\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-Ֆ]+"
     r"|\s?[!-/:-~！-／：-～‘-‟　-。]+|\s+$|[一-龥ࠀ-一가-퟿]+|\p{N}+"
 )
@@ -101,7 +107,7 @@ def deepseek_v3():
     pre = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(r"\p{N}{1,3}"), "isolated"),
         pre_tokenizers.Split(Regex("[一-龥\u3040-ゟ゠-ヿ]+"), "isolated"),
-        pre_tokenizers.Split(Regex(DS_LETTERS), "isolated"),
+        pre_tokenizers.Split(Regex(DS_V3), "isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
     special = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>", "<｜User｜>", "<｜Assistant｜>"]
@@ -130,6 +136,7 @@ def glm5():
 
 def misc():
     pre = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(DS_LLM), "isolated"),
         pre_tokenizers.Split(Regex(r"\s*;\s*"), "removed"),
         pre_tokenizers.Split("::", "merged_with_previous"),
         pre_tokenizers.Split(Regex(r"[$#@]"), "merged_with_next"),
