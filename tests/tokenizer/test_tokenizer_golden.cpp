@@ -3,6 +3,8 @@
 // (ASCII, digits, CJK, emoji, whitespace runs, code, special tokens, invalid UTF-8).
 #include <unistd.h>
 
+#include <thread>
+
 #include "common/testing.h"
 #include "dsa/tokenizer/pre_tokenizer.h"
 #include "dsa/tokenizer/utf8.h"
@@ -107,9 +109,11 @@ TEST(Tokenizer, SpecialIdsAndConfigs) {
   EXPECT_EQ(glm->encode("hi", true), glm->encode("hi"));  // no post-processor, no add_bos_token
 }
 
-TEST(Tokenizer, EmptyAndInvalidUtf8) {
+class TokenizerBytes : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TokenizerBytes, EmptyAndInvalidUtf8) {
   DSA_REQUIRE_TOKENIZER();
-  auto tok = Tokenizer::load(tokenizer_data_dir("glm5"));
+  auto tok = Tokenizer::load(tokenizer_data_dir(GetParam()));
   EXPECT_TRUE(tok->encode("").empty());
   EXPECT_EQ(tok->decode({}), "");
   // Invalid bytes become U+FFFD (maximal subparts), whatever the position.
@@ -128,6 +132,32 @@ TEST(Tokenizer, EmptyAndInvalidUtf8) {
     EXPECT_EQ(tok->encode(back), ids);
   }
 }
+
+// encode/decode from several threads at once (the per-piece cache is shared) give the
+// single-threaded results.
+TEST(Tokenizer, ConcurrentEncodeMatchesSerial) {
+  DSA_REQUIRE_TOKENIZER();
+  auto tok = Tokenizer::load(tokenizer_data_dir("deepseek_v3"));
+  auto meta = read_json_file(tokenizer_data_dir("deepseek_v3") + "/cases.json");
+  std::vector<std::string> texts;
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& c : meta["cases"])
+    if (c.contains("text")) texts.push_back(c["text"]), want.push_back(c["ids"].get<std::vector<int32_t>>());
+  std::vector<int> bad(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 5; ++rep)
+        for (size_t i = 0; i < texts.size(); ++i) {
+          size_t k = (i * 7 + static_cast<size_t>(t) * 13 + static_cast<size_t>(rep)) % texts.size();
+          if (tok->encode(texts[k]) != want[k] || tok->decode(want[k]) != texts[k]) ++bad[t];
+        }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad, std::vector<int>(4, 0));
+}
+
+INSTANTIATE_TEST_SUITE_P(RoundTrip, TokenizerBytes, ::testing::Values("deepseek_v3", "glm5"));
 
 TEST(Tokenizer, DecodeRejectsUnknownIds) {
   DSA_REQUIRE_TOKENIZER();
