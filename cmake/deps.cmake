@@ -15,6 +15,14 @@ endfunction()
 find_package(nlohmann_json 3 QUIET)
 dsa_header_only_fallback(nlohmann_json::nlohmann_json nlohmann/json.hpp)
 
+# PCRE2 (8-bit, UTF + JIT) for the tokenizer's split regexes; optional: without it the tokenizer
+# sources still build and Tokenizer::load() throws "built without PCRE2".
+find_package(PkgConfig QUIET)
+if(PKG_CONFIG_FOUND)
+  pkg_check_modules(PCRE2 QUIET IMPORTED_TARGET GLOBAL libpcre2-8)
+endif()
+message(STATUS "dsa tokenizer: PCRE2 ${PCRE2_FOUND} ${PCRE2_VERSION}")
+
 find_package(CLI11 QUIET)
 dsa_header_only_fallback(CLI11::CLI11 CLI/CLI.hpp)
 

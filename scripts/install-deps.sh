@@ -2,7 +2,7 @@
 # Installs the build and test dependencies from Debian packages. Idempotent and quick when all
 # is present; does nothing where apt-get is unavailable (e.g. the GPU machine, which ships them).
 set -euo pipefail
-pkgs=(cmake ninja-build g++ ccache nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev googletest libcpp-httplib-dev python3)
+pkgs=(cmake ninja-build g++ ccache nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev googletest libcpp-httplib-dev python3 libpcre2-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,92 @@
+// `dsa tokenize --tokenizer PATH (--text "..." | --text-file F | --decode 1,2,3) [--special] [--skip-special]
+// [--tokens]`: runs the tokenizer of a checkpoint (tokenizer.json or its directory). --text prints
+// the ids comma-separated (--tokens also prints each id's token); --decode prints the text.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "dsa/core/error.h"
+#include "dsa/tokenizer/tokenizer.h"
+
+namespace dsa::cli {
+namespace {
+
+struct TokenizeOptions {
+  std::string tokenizer, text, text_file, decode;
+  bool special = false, skip_special = false, tokens = false;
+};
+
+std::vector<int32_t> parse_ids(const std::string& s) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find_first_of(", ", i);
+    if (j == std::string::npos) j = s.size();
+    std::string part = s.substr(i, j - i);
+    if (!part.empty()) {
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(part, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      DSA_CHECK(used == part.size() && v >= INT32_MIN && v <= INT32_MAX, "tokenize: --decode: \"{}\" is not an integer id", part);
+      ids.push_back(static_cast<int32_t>(v));
+    }
+    i = j + 1;
+  }
+  return ids;
+}
+
+void run(const TokenizeOptions& o) {
+  auto tok = Tokenizer::load(o.tokenizer);
+  if (!o.decode.empty()) {
+    std::string text = tok->decode(parse_ids(o.decode), o.skip_special);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fputc('\n', stdout);
+    return;
+  }
+  std::string text = o.text;
+  if (!o.text_file.empty()) {
+    std::ifstream f(o.text_file, std::ios::binary);
+    DSA_CHECK(f.good(), "tokenize: --text-file: cannot open {}", o.text_file);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    text = ss.str();
+  }
+  auto ids = tok->encode(text, o.special);
+  std::string line;
+  for (size_t i = 0; i < ids.size(); ++i) line += (i ? "," : "") + std::to_string(ids[i]);
+  std::printf("%s\n", line.c_str());
+  if (o.tokens)
+    for (int32_t id : ids) std::printf("%d\t%s\n", id, tok->token(id).value_or("?").c_str());
+}
+
+const bool registered = add_command([](CLI::App& app) {
+  auto* cmd = app.add_subcommand("tokenize", "Encode text to ids or decode ids with a checkpoint's tokenizer.json");
+  auto o = std::make_shared<TokenizeOptions>();
+  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.json or the checkpoint directory holding it")->required();
+  auto* text = cmd->add_option("--text", o->text, "Text to encode");
+  auto* file = cmd->add_option("--text-file", o->text_file, "File whose bytes are the text to encode");
+  auto* dec = cmd->add_option("--decode", o->decode, "Comma-separated ids to decode");
+  text->excludes(dec);
+  text->excludes(file);
+  file->excludes(dec);
+  cmd->add_flag("--special", o->special, "Add special tokens (post-processor / add_bos_token) when encoding");
+  cmd->add_flag("--skip-special", o->skip_special, "Drop special tokens when decoding");
+  cmd->add_flag("--tokens", o->tokens, "Also print each id with its token");
+  cmd->callback([o, text, file, dec] {
+    DSA_CHECK(text->count() || file->count() || dec->count(), "tokenize: give --text, --text-file or --decode");
+    run(*o);
+  });
+});
+
+}  // namespace
+}  // namespace dsa::cli
