@@ -1,10 +1,14 @@
 // `dsa serve --model DIR [--host 127.0.0.1] [--port 8000] [--device cpu|cuda[:i]]`: the
 // OpenAI-compatible HTTP server (src/dsa/server/server.h) over the continuous-batching engine
-// (src/dsa/engine/engine.h). Prompts are token ids (no tokenizer is wired in yet). The eos ids
-// come from the checkpoint's generation_config.json, else config.json (eos_token_id: an id or a
-// list). On CUDA the kernels are tuned for the engine limits (max_step_tokens, max_running)
+// (src/dsa/engine/engine.h). Prompts are token ids, or strings when the checkpoint has a
+// tokenizer.json (src/dsa/tokenizer: encoded with the special tokens its post-processor adds,
+// e.g. BOS, as vLLM does for completions; responses decoded without special tokens); --tokenizer
+// PATH picks another, --no-tokenizer serves ids only. The eos ids come from the checkpoint's
+// generation_config.json, else config.json (eos_token_id: an id or a list), plus the
+// tokenizer's eos token. On CUDA the kernels are tuned for the engine limits (max_step_tokens, max_running)
 // before the weights load, as `dsa generate` does (tune/model_warmup.h; --no-tune: cached
 // tactics only). Built only with cpp-httplib (DSA_WITH_SERVER); otherwise the command says so.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +27,7 @@
 #include "dsa/model/config.h"
 #include "dsa/tune/bucket.h"
 #include "dsa/tune/model_warmup.h"
+#include "dsa/tokenizer/tokenizer.h"
 #ifdef DSA_WITH_SERVER
 #include "dsa/engine/engine.h"
 #include "dsa/model/causal_lm.h"
@@ -38,6 +43,8 @@ struct Args {
   int64_t max_step_tokens = 512, max_prefill_chunk = 0, max_model_len = 0;
   bool tune = true;
   double tune_seconds = 60;
+  std::string tokenizer;  // "" = the model dir's tokenizer.json when present
+  bool use_tokenizer = true;
 };
 
 Device parse_device(const std::string& s) {
@@ -76,13 +83,29 @@ void run(const Args& a) {
     const tune::EngineLimits limits{tune::next_pow2(a.max_step_tokens), a.max_running};
     tune::warm_up_for_model(tune::plan_model_from_config(model::load_model_config(a.model)), dev.index, limits, o);
   }
+  // The tokenizer first: a broken one is reported before the weights load.
+  std::shared_ptr<Tokenizer> tok;
+  const std::string tok_path = a.tokenizer.empty() ? a.model : a.tokenizer;
+  const bool have_file = !a.tokenizer.empty() || std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json");
+  if (a.use_tokenizer && have_file) {
+    tok = Tokenizer::load(tok_path);
+    log_info("tokenizer {}: {} ids", tok_path, tok->vocab_size());
+  } else {
+    log_info("no tokenizer: prompts are token ids, responses carry token_ids and empty text");
+  }
   auto lm = model::load_causal_lm(a.model, dev);
+  if (tok && tok->vocab_size() > lm->config().vocab_size)
+    log_warn("the tokenizer has {} ids, the model's vocabulary {}: prompts using the ids above are refused (400)",
+             tok->vocab_size(), lm->config().vocab_size);
   engine::EngineOptions eo;
   eo.max_running = a.max_running;
   eo.max_step_tokens = a.max_step_tokens;
   eo.max_prefill_chunk = a.max_prefill_chunk;
   eo.max_model_len = a.max_model_len;
   eo.eos_token_ids = eos_ids(a.model);
+  if (tok && tok->eos_id() && std::find(eo.eos_token_ids.begin(), eo.eos_token_ids.end(), *tok->eos_id()) ==
+                                  eo.eos_token_ids.end())
+    eo.eos_token_ids.push_back(*tok->eos_id());
   engine::Engine eng(*lm, eo);
   server::ServerOptions so;
   so.host = a.host;
@@ -90,6 +113,10 @@ void run(const Args& a) {
   so.threads = a.threads;
   so.model_name = a.name.empty() ? std::filesystem::path(a.model).filename().string() : a.name;
   if (so.model_name.empty()) so.model_name = "dsa";
+  if (tok) {
+    so.encode = [tok](const std::string& text) { return tok->encode(text, /*add_special_tokens=*/true); };
+    so.decode = [tok](const std::vector<int32_t>& ids) { return tok->decode(ids, /*skip_special_tokens=*/true); };
+  }
   server::Server srv(eng, so);
   const int port = srv.bind();
   log_info("serving {} on http://{}:{} ({}; max_running {}, max_step_tokens {}, context {})", so.model_name, a.host,
@@ -103,7 +130,7 @@ void run(const Args& a) {
 }
 
 const bool registered = add_command([](CLI::App& app) {
-  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions with token ids)");
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions: token ids, or text with a tokenizer)");
   auto a = std::make_shared<Args>();
   cmd->add_option("--model", a->model, "Checkpoint directory (config.json + safetensors)")->required();
   cmd->add_option("--host", a->host, "Address to listen on")->capture_default_str();
@@ -117,6 +144,8 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--max-model-len", a->max_model_len, "Prompt + max_tokens bound (0: the model's context)")
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "HTTP worker threads (each open stream holds one)")->capture_default_str();
+  cmd->add_option("--tokenizer", a->tokenizer, "tokenizer.json (or its directory); default: the model dir's");
+  cmd->add_flag("!--no-tokenizer", a->use_tokenizer, "Serve token-id prompts only (no tokenizer)");
   cmd->add_flag("--tune,!--no-tune", a->tune,
                 "CUDA: tune kernel tactics missing from the tuning cache for these engine limits first (default on)");
   cmd->add_option("--tune-seconds", a->tune_seconds, "CUDA: time bound of tuning and warm-up")->capture_default_str();
