@@ -23,5 +23,20 @@ const Context& context() {
   return c;
 }
 
+void choose_algo(Plan& p, const char* where) {
+  cublasLtMatmulPreference_t pref;
+  DSA_CUBLASLT_CHECK(where, cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = context().workspace_bytes;
+  DSA_CUBLASLT_CHECK(where,
+                     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  cublasLtMatmulHeuristicResult_t res{};
+  int n = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(context().handle, p.op, p.a, p.b, p.d, p.d, pref, 1, &res, &n);
+  cublasLtMatmulPreferenceDestroy(pref);
+  p.ok = st == CUBLAS_STATUS_SUCCESS && n > 0;
+  if (p.ok) p.algo = res.algo;
+}
+
 }  // namespace dsa::ops::cublaslt
 #endif

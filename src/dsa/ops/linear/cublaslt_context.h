@@ -18,6 +18,18 @@ struct Context {
 // Created on first use (throws dsa::Error when cuBLASLt or the workspace allocation fails).
 const Context& context();
 
+// A matmul described for cuBLASLt (descriptor, A/B/D layouts) and the algorithm its heuristic
+// chose; call sites cache one per problem shape.
+struct Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool ok = false;  // false: cuBLASLt has no algorithm for it
+};
+// Asks the heuristic for the best algorithm of p (D doubles as C) within the shared workspace;
+// sets p.algo and p.ok.
+void choose_algo(Plan& p, const char* where);
+
 // Throws dsa::Error "cuBLASLt error <status> in <where>: <expr>" unless status is SUCCESS.
 void check(cublasStatus_t status, const char* where, const char* expr);
 

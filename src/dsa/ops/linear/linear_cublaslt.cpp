@@ -24,12 +24,7 @@
 namespace dsa::ops {
 namespace {
 
-struct Plan {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  bool ok = false;
-};
+using cublaslt::Plan;
 
 // Scale layouts cuBLASLt is given (the GPU test tries every combination; the default is the
 // one that test found correct). A (weight): 0 = [NB][KB] (kb fastest), 1 = [KB][NB],
@@ -67,17 +62,7 @@ Plan& plan(bool fp8, int64_t T, int64_t N, int64_t K, bool out_f32) {
   DSA_CUBLASLT_CHECK("linear", cublasLtMatrixLayoutCreate(&p.a, in, K, N, K));
   DSA_CUBLASLT_CHECK("linear", cublasLtMatrixLayoutCreate(&p.b, in, K, T, K));
   DSA_CUBLASLT_CHECK("linear", cublasLtMatrixLayoutCreate(&p.d, out_f32 ? CUDA_R_32F : CUDA_R_16BF, N, T, N));
-  cublasLtMatmulPreference_t pref;
-  DSA_CUBLASLT_CHECK("linear", cublasLtMatmulPreferenceCreate(&pref));
-  size_t ws = cublaslt::context().workspace_bytes;
-  DSA_CUBLASLT_CHECK("linear",
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  cublasLtMatmulHeuristicResult_t res{};
-  int n = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt::context().handle, p.op, p.a, p.b, p.d, p.d, pref, 1, &res, &n);
-  cublasLtMatmulPreferenceDestroy(pref);
-  p.ok = st == CUBLAS_STATUS_SUCCESS && n > 0;
-  if (p.ok) p.algo = res.algo;
+  cublaslt::choose_algo(p, "linear");
   return cache.emplace(key, p).first->second;
 }
 

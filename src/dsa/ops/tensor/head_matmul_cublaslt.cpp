@@ -24,12 +24,7 @@
 namespace dsa::ops::cuda {
 namespace {
 
-struct Plan {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  bool ok = false;
-};
+using cublaslt::Plan;
 
 cublasLtMatrixLayout_t layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
                               int64_t batch_offset) {
@@ -60,17 +55,7 @@ Plan& plan(const HeadMatmulArgs& a) {
   p.b = layout(CUDA_R_16BF, a.k, a.tokens, a.x_stride_t, a.heads, a.x_stride_h);
   p.d = layout(a.out_dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF, a.n, a.tokens, a.out_stride_t, a.heads,
                a.out_stride_h);
-  cublasLtMatmulPreference_t pref;
-  DSA_CUBLASLT_CHECK("head_matmul", cublasLtMatmulPreferenceCreate(&pref));
-  size_t ws = cublaslt::context().workspace_bytes;
-  DSA_CUBLASLT_CHECK("head_matmul",
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  cublasLtMatmulHeuristicResult_t res{};
-  int n = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt::context().handle, p.op, p.a, p.b, p.d, p.d, pref, 1, &res, &n);
-  cublasLtMatmulPreferenceDestroy(pref);
-  p.ok = st == CUBLAS_STATUS_SUCCESS && n > 0;
-  if (p.ok) p.algo = res.algo;
+  cublaslt::choose_algo(p, "head_matmul");
   return cache.emplace(key, p).first->second;
 }
 
