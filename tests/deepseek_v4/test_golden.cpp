@@ -123,16 +123,6 @@ void check_against(const RunResult& r, const Golden& g, const std::string& what,
   EXPECT_LE(std::max(pre.mean_abs, dec.mean_abs), tol.mean_abs) << what;
 }
 
-model::v4::DeepseekV4Model& cpu_model() {
-  static auto m = load_tiny(Device::cpu());
-  return *m;
-}
-
-model::v4::DeepseekV4Model& cuda_model() {
-  static auto m = load_tiny(Device::cuda(0));
-  return *m;
-}
-
 }  // namespace
 
 TEST(DeepseekV4Golden, ShortPromptFloat32) {

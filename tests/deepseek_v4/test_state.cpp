@@ -40,16 +40,6 @@ struct Bounds {
 constexpr Bounds kCpu{1e-3, 1.0, 1.0};
 constexpr Bounds kCuda{0.25, 0.90, 0.95};
 
-model::v4::DeepseekV4Model& cpu_model() {
-  static auto m = load_tiny(Device::cpu());
-  return *m;
-}
-
-model::v4::DeepseekV4Model& cuda_model() {
-  static auto m = load_tiny(Device::cuda(0));
-  return *m;
-}
-
 // Logits of every prompt position, prefilling in chunks of the given sizes (cycled).
 Tensor prefill_logits(model::v4::DeepseekV4Model& m, const std::vector<int32_t>& ids, std::vector<int64_t> chunks) {
   const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size;

@@ -39,6 +39,16 @@ std::unique_ptr<model::v4::DeepseekV4Model> load_tiny(Device dev) {
   return model::v4::load_deepseek_v4_model(tiny_checkpoint_dir(), dev);
 }
 
+model::v4::DeepseekV4Model& cpu_model() {
+  static auto m = load_tiny(Device::cpu());
+  return *m;
+}
+
+model::v4::DeepseekV4Model& cuda_model() {
+  static auto m = load_tiny(Device::cuda(0));
+  return *m;
+}
+
 Golden load_golden(const std::string& name) {
   Golden g;
   g.file = SafetensorsFile::open(std::string(DSA_TEST_DATA_DIR) + "/golden/deepseek_v4/" + name + ".safetensors");

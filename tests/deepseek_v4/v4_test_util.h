@@ -16,6 +16,10 @@ namespace dsa::test::v4 {
 // Directory of the tiny checkpoint (made on first use, removed at exit).
 const std::string& tiny_checkpoint_dir();
 std::unique_ptr<model::v4::DeepseekV4Model> load_tiny(Device dev = Device::cpu());
+// One tiny model per device, loaded on first use and shared by the tests of this process (tests
+// free the requests they add).
+model::v4::DeepseekV4Model& cpu_model();
+model::v4::DeepseekV4Model& cuda_model();
 
 struct Golden {
   std::shared_ptr<SafetensorsFile> file;
