@@ -6,12 +6,11 @@
 #include <cmath>
 #include <optional>
 
+#include "common/sparse_mla_problem.h"
 #include "common/testing.h"
 #include "dsa/attention/backends/cpu_reference.h"
 #include "dsa/attention/backends/cuda_sparse_mla.h"
 #include "dsa/core/device.h"
-#include "dsa/core/dtype_conv.h"
-#include "dsa/formats/kv_cache_ops.h"
 #include "dsa/ops/tactics/tactic_chooser.h"
 #include "dsa/tune/active_tuning.h"
 
@@ -247,76 +246,14 @@ TEST(TuneActive, ModelOpsOfATinyModelArePaddedToKernelHeadCounts) {
   EXPECT_EQ(static_cast<SparseMlaTunable&>(*ops[0]).config().heads, 16);
 }
 
-namespace {
-// A GLM-form problem (on the GPU or the host): 2 pages of 64 filled through the insert op, indices with -1
-// and out-of-range entries; the reference computed on the host copies.
-struct GpuProblem {
-  ops::SparseMlaParams g;
-  Tensor o_ref, lse_ref;
-};
-
-GpuProblem make_problem(int T, int H, test::Rng& rng, bool on_gpu) {
-  const int page = 64, pages = 2, K = 64;
-  Tensor cache = Tensor::zeros({static_cast<int64_t>(formats::kv_page_bytes(formats::KvFormat::DsMla, page)) * pages},
-                               DType::U8);
-  Tensor kv = test::random_bf16({page * pages, 576}, rng);
-  Tensor slots = Tensor::empty({page * pages}, DType::I64);
-  for (int i = 0; i < page * pages; ++i) slots.data<int64_t>()[i] = i;
-  formats::kv_insert({formats::KvFormat::DsMla, page, cache, kv, slots});
-  Tensor idx = Tensor::empty({T, K}, DType::I32);
-  for (int64_t i = 0; i < idx.numel(); ++i)
-    idx.data<int32_t>()[i] = static_cast<int32_t>(rng.randint(-1, page * pages + 5));
-  ops::SparseMlaParams h;
-  h.q = test::random_bf16({T, H, 576}, rng);
-  h.main.cache = {ops::KvCacheKind::Fp8DsMla, page, cache};
-  h.main.indices = idx;
-  h.softmax_scale = 1.0f / std::sqrt(576.0f);
-  GpuProblem pr;
-  pr.o_ref = Tensor::empty({T, H, 512}, DType::BF16);
-  pr.lse_ref = Tensor::empty({T, H}, DType::F32);
-  h.o = pr.o_ref;
-  h.lse = pr.lse_ref;
-  ops::sparse_mla_reference(h);
-  pr.g = h;
-  if (!on_gpu) {
-    pr.g.o = Tensor::empty({T, H, 512}, DType::BF16);
-    pr.g.lse = Tensor::empty({T, H}, DType::F32);
-    return pr;
-  }
-  pr.g.q = h.q.to(Device::cuda());
-  pr.g.main.cache.data = cache.to(Device::cuda());
-  pr.g.main.indices = idx.to(Device::cuda());
-  pr.g.o = Tensor::empty({T, H, 512}, DType::BF16, Device::cuda());
-  pr.g.lse = Tensor::empty({T, H}, DType::F32, Device::cuda());
-  return pr;
-}
-
-void expect_matches_reference(const GpuProblem& pr) {
-  Tensor o = pr.g.o.to(Device::cpu()), lse = pr.g.lse.to(Device::cpu());  // no-op copies on the host
-  for (int64_t i = 0; i < o.numel(); ++i) {
-    float a = bf16_bits_to_f32(o.data<uint16_t>()[i]), b = bf16_bits_to_f32(pr.o_ref.data<uint16_t>()[i]);
-    ASSERT_FALSE(std::isnan(a)) << i;
-    ASSERT_NEAR(a, b, 2e-2f + 2e-2f * std::fabs(b)) << i;
-  }
-  for (int64_t i = 0; i < lse.numel(); ++i) {
-    float a = lse.data<float>()[i], b = pr.lse_ref.data<float>()[i];
-    if (std::isinf(b)) {
-      ASSERT_EQ(a, b) << i;
-      continue;
-    }
-    ASSERT_FALSE(std::isnan(a)) << i;
-    ASSERT_NEAR(a, b, 1e-3f + 1e-3f * std::fabs(b)) << i;
-  }
-}
-}  // namespace
-
 TEST(TuneActive, CudaBackendRunsTheInstalledTacticAndMatchesTheReference) {
   DSA_REQUIRE_CUDA();
   ClearOnExit guard;
   ops::reset_tactic_choice_stats();
   test::Rng rng;
   const int T = 5, H = 32;
-  GpuProblem pr = make_problem(T, H, rng, /*on_gpu=*/true);
+  const test::SparseMlaProblem pr = test::make_glm_sparse_mla_problem(T, H, rng);
+  ops::SparseMlaParams g = test::sparse_mla_on_cuda(pr.p);
 
   attn::AttentionImplConfig cfg;
   cfg.query.capability = effective_capability(0);
@@ -326,14 +263,14 @@ TEST(TuneActive, CudaBackendRunsTheInstalledTacticAndMatchesTheReference) {
   cfg.query.page_sizes = {64};
   cfg.kind = attn::LayerKind::MlaSparse;
   cfg.topk = 64;
-  cfg.softmax_scale = pr.g.softmax_scale;
+  cfg.softmax_scale = g.softmax_scale;
   attn::CudaSparseMlaBackend backend;
   auto impl = backend.create_impl(cfg);
 
   // A tuned tactic that differs from the op's default for this shape, so the test can tell.
-  const ops::SparseMlaTactic def = ops::sparse_mla_default_tactic(pr.g, cuda_devices().at(0).sm_count);
+  const ops::SparseMlaTactic def = ops::sparse_mla_default_tactic(g, cuda_devices().at(0).sm_count);
   std::optional<ops::SparseMlaTactic> other;
-  for (const auto& t : ops::sparse_mla_tactics(pr.g))
+  for (const auto& t : ops::sparse_mla_tactics(g))
     if (!(t == def)) other = t;
   ASSERT_TRUE(other.has_value()) << "only one tactic for this shape";
   const ops::SparseMlaTactic pick = *other;
@@ -346,28 +283,28 @@ TEST(TuneActive, CudaBackendRunsTheInstalledTacticAndMatchesTheReference) {
   table.set(ref.name(), ref.signature(), ref.key({8}), entry_for(ref, {8}, id));
   install_active_tuning(one_op(std::make_unique<SparseMlaTunable>(tcfg)), table, limits);
 
-  test::poison(pr.g.o);
-  test::poison(pr.g.lse);
-  impl->forward(pr.g);  // default tactic requested: the table's choice runs
+  test::poison(g.o);
+  test::poison(g.lse);
+  impl->forward(g);  // default tactic requested: the table's choice runs
   EXPECT_EQ(ops::sparse_mla_last_launched_tactic(), pick) << "launched " << ops::sparse_mla_last_launched_tactic().name()
                                                           << ", tuned " << pick.name();
-  EXPECT_EQ(ops::tactic_choice_stats(ops::TunedFamily::SparseMla).last, index_of(pr.g, pick));
-  expect_matches_reference(pr);
+  EXPECT_EQ(ops::tactic_choice_stats(ops::TunedFamily::SparseMla).last, index_of(g, pick));
+  test::expect_matches_sparse_mla_reference(g, pr);
 
   // An explicit tactic is never overridden.
-  test::poison(pr.g.o);
-  test::poison(pr.g.lse);
-  impl->forward(pr.g, index_of(pr.g, def));
+  test::poison(g.o);
+  test::poison(g.lse);
+  impl->forward(g, index_of(g, def));
   EXPECT_EQ(ops::sparse_mla_last_launched_tactic(), def);
-  expect_matches_reference(pr);
+  test::expect_matches_sparse_mla_reference(g, pr);
 
   // Cleared: the op's default again.
   clear_active_tuning();
-  test::poison(pr.g.o);
-  test::poison(pr.g.lse);
-  impl->forward(pr.g);
+  test::poison(g.o);
+  test::poison(g.lse);
+  impl->forward(g);
   EXPECT_EQ(ops::sparse_mla_last_launched_tactic(), def);
-  expect_matches_reference(pr);
+  test::expect_matches_sparse_mla_reference(g, pr);
 }
 
 TEST(TuneActive, HostTensorsNeverConsultTheChooser) {
@@ -378,7 +315,8 @@ TEST(TuneActive, HostTensorsNeverConsultTheChooser) {
   c->mla = 1000;  // would be rejected (and counted) if asked
   ops::install_tactic_chooser(c);
   test::Rng rng;
-  GpuProblem pr = make_problem(3, 16, rng, /*on_gpu=*/false);
+  const test::SparseMlaProblem pr = test::make_glm_sparse_mla_problem(3, 16, rng);
+  ops::SparseMlaParams g = pr.p;
   attn::AttentionImplConfig cfg;
   cfg.query.kv_cache_dtype = attn::KvCacheDtype::Fp8DsMla;
   cfg.query.head_size = 576;
@@ -386,11 +324,11 @@ TEST(TuneActive, HostTensorsNeverConsultTheChooser) {
   cfg.query.page_sizes = {64};
   cfg.kind = attn::LayerKind::MlaSparse;
   cfg.topk = 64;
-  cfg.softmax_scale = pr.g.softmax_scale;
+  cfg.softmax_scale = g.softmax_scale;
   attn::CpuReferenceBackend cpu;
-  test::poison(pr.g.o);
-  test::poison(pr.g.lse);
-  cpu.create_impl(cfg)->forward(pr.g);
+  test::poison(g.o);
+  test::poison(g.lse);
+  cpu.create_impl(cfg)->forward(g);
   EXPECT_EQ(ops::tactic_choice_stats(ops::TunedFamily::SparseMla).calls, 0u);
-  expect_matches_reference(pr);
+  test::expect_matches_sparse_mla_reference(g, pr);
 }
