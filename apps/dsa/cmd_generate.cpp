@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
@@ -35,31 +36,6 @@ struct Args {
   double tune_seconds = 60;
   int show_top = 0;  // > 0: print the K highest logits of every step (debugging divergence)
 };
-
-std::vector<int32_t> parse_ids(const std::string& s) {
-  std::vector<int32_t> ids;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      const long v = std::stol(item, &used);
-      DSA_CHECK(used == item.size() && v >= 0 && v <= INT32_MAX, "--prompt-ids: '{}' is not a token id", item);
-      ids.push_back(static_cast<int32_t>(v));
-    } catch (const std::logic_error&) {
-      fail("--prompt-ids: '{}' is not a token id", item);
-    }
-  }
-  DSA_CHECK(!ids.empty(), "--prompt-ids: no ids given");
-  return ids;
-}
-
-Device parse_device(const std::string& s) {
-  if (s == "cpu") return Device::cpu();
-  if (s == "cuda") return Device::cuda(0);
-  if (s.rfind("cuda:", 0) == 0) return Device::cuda(std::stoi(s.substr(5)));
-  fail("--device: '{}' (expected cpu, cuda or cuda:N)", s);
-}
 
 int32_t argmax(const float* p, int64_t n) {
   int64_t best = 0;
@@ -95,7 +71,7 @@ void print_top(int step, const float* p, int64_t n, int k) {
 
 void run(const Args& a) {
   using clock = std::chrono::steady_clock;
-  const std::vector<int32_t> prompt = parse_ids(a.prompt_ids);
+  const std::vector<int32_t> prompt = parse_token_ids(a.prompt_ids, "--prompt-ids");
   DSA_CHECK(a.max_tokens >= 1, "--max-tokens must be >= 1, got {}", a.max_tokens);
   DSA_CHECK(a.tune_seconds >= 0, "--tune-seconds must be >= 0, got {}", a.tune_seconds);
   const Device dev = parse_device(a.device);

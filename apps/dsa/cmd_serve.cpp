@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
@@ -46,13 +47,6 @@ struct Args {
   std::string tokenizer;  // "" = the model dir's tokenizer.json when present
   bool use_tokenizer = true;
 };
-
-Device parse_device(const std::string& s) {
-  if (s == "cpu") return Device::cpu();
-  if (s == "cuda") return Device::cuda(0);
-  if (s.rfind("cuda:", 0) == 0) return Device::cuda(std::stoi(s.substr(5)));
-  fail("--device: '{}' (expected cpu, cuda or cuda:N)", s);
-}
 
 // eos_token_id of generation_config.json (preferred) or config.json: an id or a list of ids.
 std::vector<int32_t> eos_ids(const std::string& dir) {

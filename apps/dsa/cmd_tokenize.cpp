@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "dsa/core/error.h"
 #include "dsa/tokenizer/tokenizer.h"
@@ -22,33 +23,10 @@ struct TokenizeOptions {
   bool special = false, skip_special = false, tokens = false;
 };
 
-std::vector<int32_t> parse_ids(const std::string& s) {
-  std::vector<int32_t> ids;
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t j = s.find_first_of(", ", i);
-    if (j == std::string::npos) j = s.size();
-    std::string part = s.substr(i, j - i);
-    if (!part.empty()) {
-      size_t used = 0;
-      long long v = 0;
-      try {
-        v = std::stoll(part, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      DSA_CHECK(used == part.size() && v >= INT32_MIN && v <= INT32_MAX, "tokenize: --decode: \"{}\" is not an integer id", part);
-      ids.push_back(static_cast<int32_t>(v));
-    }
-    i = j + 1;
-  }
-  return ids;
-}
-
 void run(const TokenizeOptions& o) {
   auto tok = Tokenizer::load(o.tokenizer);
   if (!o.decode.empty()) {
-    std::string text = tok->decode(parse_ids(o.decode), o.skip_special);
+    std::string text = tok->decode(parse_token_ids(o.decode, "--decode"), o.skip_special);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);
     return;
