@@ -94,7 +94,9 @@ TEST(ExpertGemm, CpuMatchesIndependentReference) {
 }
 
 // BF16 weights need no dequantization, so the CPU op must equal the exact double-precision sum
-// of bf16 x bf16 products rounded once to bf16 (bit for bit), on awkward layouts: odd expert
+// of bf16 x bf16 products rounded once to bf16 (bit for bit; with fused SwiGLU within one bf16
+// step, because the op applies SwiGLU to float accumulators and the reference to doubles, which
+// can land on either side of a bf16 rounding boundary), on awkward layouts: odd expert
 // counts, T = 1, padding rows (-1), gathered rows including out-of-range sources (zero rows),
 // dense mode, fused SwiGLU with and without clamp.
 TEST(ExpertGemm, CpuBf16IsTheExactDoubleSum) {
@@ -107,6 +109,12 @@ TEST(ExpertGemm, CpuBf16IsTheExactDoubleSum) {
         SCOPED_TRACE(testing::Message() << "E=" << E << " T=" << T << " swiglu=" << sw);
         ExpertWeights w = random_bf16_experts(E, N, K, rng);
         Case c = make_case(T, k, E, K, 0, 16, rng);
+        auto routed = [&] {  // make_case drops ids at random: T = 1 may route nothing
+          for (int64_t r = 0; r < c.layout.rows_cap; ++r)
+            if (c.layout.m_indices.data<int32_t>()[r] >= 0) return true;
+          return false;
+        };
+        while (!routed()) c = make_case(T, k, E, K, 0, 16, rng);
         // Gather through the layout's src_token, with a few valid rows redirected out of range.
         Tensor a_rows = c.layout.src_token.contiguous();
         Tensor rows_copy = Tensor::empty(a_rows.shape(), DType::I32);
@@ -136,9 +144,10 @@ TEST(ExpertGemm, CpuBf16IsTheExactDoubleSum) {
             want = row_ref(dequant_ref(w, e), c.x, src, N, K, sw, limit);
           }
           for (int64_t j = 0; j < cols; ++j, ++checked) {
-            const uint16_t g = out.data<uint16_t>()[r * cols + j];
-            ASSERT_EQ(g, f32_to_bf16_bits(want[j])) << "row " << r << " col " << j << " got " << bf(out, r * cols + j)
-                                                    << " want " << want[j];
+            const uint16_t g = out.data<uint16_t>()[r * cols + j], wb = f32_to_bf16_bits(want[j]);
+            const int steps = std::abs(static_cast<int>(g) - static_cast<int>(wb));  // same sign: bf16 steps apart
+            ASSERT_LE(steps, sw ? 1 : 0) << "row " << r << " col " << j << " got " << bf(out, r * cols + j)
+                                         << " want " << want[j];
           }
         }
         EXPECT_GT(checked, 0);
