@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dsa/core/cuda_stream.h"
 #include "dsa/core/error.h"
 
 #ifdef DSA_WITH_CUDA
@@ -139,23 +140,47 @@ void release_cached(int device) {
   release_locked(c.dev[device], device);
 }
 
+static cudaMemcpyKind kind_of(Dir dir) {
+  return dir == Dir::H2D ? cudaMemcpyHostToDevice : dir == Dir::D2H ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+}
+static cudaStream_t cur() { return static_cast<cudaStream_t>(cuda_stream::current()); }
+
 void copy(void* dst, const void* src, size_t n, Dir dir) {
   if (n == 0) return;
-  cudaMemcpyKind k = dir == Dir::H2D ? cudaMemcpyHostToDevice
-                     : dir == Dir::D2H ? cudaMemcpyDeviceToHost
-                                       : cudaMemcpyDeviceToDevice;
-  DSA_CUDA_CHECK(cudaMemcpy(dst, src, n, k));
+  DSA_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kind_of(dir), cur()));
+  if (dir == Dir::D2D) return;
+  if (dir == Dir::D2H)
+    cuda_stream::count_d2h();
+  else
+    cuda_stream::count_h2d_sync();
+  DSA_CUDA_CHECK(cudaStreamSynchronize(cur()));
+}
+void copy_async(void* dst, const void* src, size_t n, Dir dir) {
+  if (n == 0) return;
+  DSA_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kind_of(dir), cur()));
 }
 void memset(void* p, int byte, size_t n) {
   if (n == 0) return;
-  DSA_CUDA_CHECK(cudaMemset(p, byte, n));
+  DSA_CUDA_CHECK(cudaMemsetAsync(p, byte, n, cur()));
+}
+void* alloc_pinned(size_t n) {
+  void* p = nullptr;
+  if (n == 0) return nullptr;
+  DSA_CUDA_CHECK(cudaMallocHost(&p, n));
+  return p;
+}
+void free_pinned(void* p) noexcept {
+  if (p) cudaFreeHost(p);
 }
 #else
 [[noreturn]] static void no_cuda() { fail("this dsa build has no CUDA support (configured with DSA_CUDA=OFF or no nvcc)"); }
 void* alloc(size_t, int) { no_cuda(); }
 void free(void*, int) noexcept {}
 void copy(void*, const void*, size_t, Dir) { no_cuda(); }
+void copy_async(void*, const void*, size_t, Dir) { no_cuda(); }
 void memset(void*, int, size_t) { no_cuda(); }
+void* alloc_pinned(size_t) { no_cuda(); }
+void free_pinned(void*) noexcept {}
 CacheStats cache_stats(int) { return {}; }
 void release_cached(int) {}
 #endif

@@ -3,9 +3,11 @@
 //
 // Device memory is cached: free() keeps the block in a per-device free list keyed by its
 // rounded size and alloc() reuses it, so the many temporaries of a forward step cost neither a
-// cudaMalloc nor a device-synchronising cudaFree. Reuse is safe because every dsa kernel, copy
-// and library call runs on the legacy default stream (in order): work enqueued after alloc()
-// runs after the work that used the block before it was freed. Sizes are rounded up to 512 B
+// cudaMalloc nor a device-synchronising cudaFree. Reuse is safe because all of dsa's device work
+// of a process runs in one order: on the current stream of the thread that drives the model
+// (core/cuda_stream.h; created with cudaStreamCreate, so it is also ordered with the legacy
+// default stream used before a runner exists): work enqueued after alloc() runs after the work
+// that used the block before it was freed. Sizes are rounded up to 512 B
 // below 1 MiB, to 1 MiB below 64 MiB and to 16 MiB above (bounded waste, good reuse). When
 // cudaMalloc fails, the cache is released and the allocation retried once.
 // DSA_CUDA_CACHE=0 turns caching off (every free is a cudaFree).
@@ -17,8 +19,16 @@ namespace dsa::cuda_memory {
 void* alloc(size_t nbytes, int device);
 void free(void* p, int device) noexcept;
 enum class Dir { H2D, D2H, D2D };
-void copy(void* dst, const void* src, size_t nbytes, Dir dir);  // synchronous
-void memset(void* p, int byte, size_t nbytes);                   // synchronous
+// On this thread's current stream (core/cuda_stream.h). D2H and H2D wait for the copy (the host
+// buffer may be pageable and reused at once) and are counted as host waits; D2D is only enqueued.
+void copy(void* dst, const void* src, size_t nbytes, Dir dir);
+// Enqueued on the current stream, no wait: `host` side must be pinned (alloc_pinned) and stay
+// untouched until the stream has run the copy.
+void copy_async(void* dst, const void* src, size_t nbytes, Dir dir);
+void memset(void* p, int byte, size_t nbytes);  // enqueued on the current stream
+// Page-locked host memory (cudaMallocHost): the host side of asynchronous copies.
+void* alloc_pinned(size_t nbytes);
+void free_pinned(void* p) noexcept;
 
 struct CacheStats {
   size_t allocated_bytes = 0;  // in use by tensors (rounded sizes)

@@ -2,6 +2,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include "dsa/core/cuda_stream.h"
+
 #include <cstdint>
 
 #include "dsa/core/dtype_conv.h"
@@ -26,7 +28,7 @@ __device__ __forceinline__ void store_value(void* out, int64_t i, float v, bool 
     static_cast<float*>(out)[i] = v;
 }
 
-inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+inline cudaStream_t as_stream(void* s) { return DSA_STREAM_OR_CURRENT(s); }  // nullptr: the current stream
 
 // Grid size for `n` work items of `per_block` each, capped so that grid-stride loops take over.
 inline unsigned grid_for(int64_t n, int64_t per_block, int64_t cap = 65535LL * 16) {

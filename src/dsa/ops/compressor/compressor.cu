@@ -13,6 +13,7 @@
 #include "dsa/ops/compressor/compressor_cuda.h"
 #include "dsa/ops/norm/cuda_elem.cuh"
 #include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -65,7 +66,7 @@ __global__ void pool_kernel(CompressorPoolArgs a) {
 void compressor_pool(const CompressorPoolArgs& a) {
   if (a.tokens == 0 || a.head_dim == 0) return;
   const int64_t blocks = (a.head_dim + kThreads - 1) / kThreads;
-  pool_kernel<<<static_cast<unsigned>(blocks), kThreads>>>(a);
+  pool_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, DSA_CURRENT_STREAM>>>(a);
   check_launch("compressor pool_kernel");
 }
 

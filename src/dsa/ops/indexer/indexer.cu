@@ -19,6 +19,7 @@
 #include "dsa/ops/indexer/indexer_cuda.h"
 #include "dsa/ops/norm/cuda_elem.cuh"
 #include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -171,7 +172,7 @@ void indexer_scores(const IndexerScoreArgs& a) {
   const int64_t tiles = (a.N + kScoreTile - 1) / kScoreTile;
   if (a.T > 0x7fffffffLL || tiles > 65535) launch_error("indexer_scores: grid exceeds the launch limits (N <= 4194240)");
   const size_t smem = static_cast<size_t>(a.H * a.D + a.H) * sizeof(float);  // <= 48 KB: no opt-in needed
-  score_kernel<<<dim3(static_cast<unsigned>(a.T), static_cast<unsigned>(tiles)), kScoreWarps * 32, smem>>>(a);
+  score_kernel<<<dim3(static_cast<unsigned>(a.T), static_cast<unsigned>(tiles)), kScoreWarps * 32, smem, DSA_CURRENT_STREAM>>>(a);
   check_launch("indexer score_kernel");
 }
 
@@ -179,7 +180,7 @@ void topk_select(const TopkSelectArgs& a) {
   if (a.T == 0) return;
   if (a.topk > kIndexerMaxTopk) launch_error("topk_select: topk > 2048");
   if (a.T > 0x7fffffffLL) launch_error("topk_select: too many tokens for one grid");
-  select_kernel<<<static_cast<unsigned>(a.T), kSelectThreads>>>(a);
+  select_kernel<<<static_cast<unsigned>(a.T), kSelectThreads, 0, DSA_CURRENT_STREAM>>>(a);
   check_launch("indexer select_kernel");
 }
 

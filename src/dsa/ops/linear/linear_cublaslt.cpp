@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_stream.h"
 #include "dsa/ops/linear/cublaslt_context.h"
 #include "dsa/ops/linear/cuda/kernels.h"
 
@@ -114,7 +115,7 @@ void linear_bf16(const Tensor& x, const Tensor& w, Tensor& out) {
   DSA_CHECK(p.ok, "linear_bf16: cuBLASLt found no algorithm for T={} N={} K={}", T, N, K);
   const float alpha = 1.f, beta = 0.f;
   DSA_CUBLASLT_CHECK("linear", cublasLtMatmul(cublaslt::context().handle, p.op, &alpha, w.raw(), p.a, x.raw(), p.b, &beta, out.raw(), p.d, out.raw(),
-                                  p.d, &p.algo, cublaslt::context().workspace, cublaslt::context().workspace_bytes, 0));
+                                  p.d, &p.algo, cublaslt::context().workspace, cublaslt::context().workspace_bytes, DSA_CURRENT_STREAM));
 }
 
 bool linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor& out) {
@@ -137,7 +138,7 @@ bool linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor&
   DSA_CUBLASLT_CHECK("linear", cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &as, sizeof as));
   const float alpha = 1.f, beta = 0.f;
   DSA_CUBLASLT_CHECK("linear", cublasLtMatmul(cublaslt::context().handle, p.op, &alpha, w.weight.raw(), p.a, qv.raw(), p.b, &beta, out.raw(), p.d,
-                                  out.raw(), p.d, &p.algo, cublaslt::context().workspace, cublaslt::context().workspace_bytes, 0));
+                                  out.raw(), p.d, &p.algo, cublaslt::context().workspace, cublaslt::context().workspace_bytes, DSA_CURRENT_STREAM));
   return true;
 }
 

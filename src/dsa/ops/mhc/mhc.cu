@@ -17,6 +17,7 @@
 #include "dsa/ops/mhc/mhc_math.h"
 #include "dsa/ops/norm/cuda_elem.cuh"
 #include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -100,11 +101,11 @@ void check_grid(int64_t T, int64_t y, const char* what) {
 void mhc_pre(const MhcPreArgs& a) {
   if (a.tokens == 0) return;
   check_grid(a.tokens, a.n_mix, "mhc_pre: grid exceeds the launch limits");
-  mix_kernel<<<dim3(static_cast<unsigned>(a.tokens), a.n_mix), kThreads>>>(a);
+  mix_kernel<<<dim3(static_cast<unsigned>(a.tokens), a.n_mix), kThreads, 0, DSA_CURRENT_STREAM>>>(a);
   check_launch("mhc mix_kernel");
   const int64_t cols = (a.d + kThreads - 1) / kThreads;
   check_grid(a.tokens, cols, "mhc_pre: grid exceeds the launch limits");
-  collapse_kernel<<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads>>>(a);
+  collapse_kernel<<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads, 0, DSA_CURRENT_STREAM>>>(a);
   check_launch("mhc collapse_kernel");
 }
 
@@ -112,7 +113,7 @@ void mhc_post(const MhcPostArgs& a) {
   if (a.tokens == 0 || a.d == 0) return;
   const int64_t cols = (a.d + kThreads - 1) / kThreads;
   check_grid(a.tokens, cols, "mhc_post: grid exceeds the launch limits");
-  post_kernel<<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads>>>(a);
+  post_kernel<<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads, 0, DSA_CURRENT_STREAM>>>(a);
   check_launch("mhc post_kernel");
 }
 

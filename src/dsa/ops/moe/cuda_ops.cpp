@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_stream.h"
 #include "dsa/ops/moe/cuda/expert_gemm_args.h"
 #include "dsa/ops/moe/cuda/kernels.h"
 
@@ -29,8 +30,8 @@ void router_logits(const Tensor& x, const Tensor& gate, Tensor& logits) {
 
 void build_moe_layout(const Tensor& topk_ids, MoeLayout& l) {
   // Padding rows: expert -1, token -1 (0xFF bytes).
-  DSA_CUDA_CHECK(cudaMemsetAsync(l.m_indices.raw(), 0xFF, l.m_indices.nbytes(), 0));
-  DSA_CUDA_CHECK(cudaMemsetAsync(l.src_token.raw(), 0xFF, l.src_token.nbytes(), 0));
+  DSA_CUDA_CHECK(cudaMemsetAsync(l.m_indices.raw(), 0xFF, l.m_indices.nbytes(), DSA_CURRENT_STREAM));
+  DSA_CUDA_CHECK(cudaMemsetAsync(l.src_token.raw(), 0xFF, l.src_token.nbytes(), DSA_CURRENT_STREAM));
   launch_layout(topk_ids.data<int32_t>(), l.tokens * l.topk, static_cast<int>(l.topk), static_cast<int>(l.experts),
                 static_cast<int>(l.alignment), l.expert_counts.data<int32_t>(), l.expert_offsets.data<int32_t>(),
                 l.cursor.data<int32_t>(), l.dst_row.data<int32_t>(), l.m_indices.data<int32_t>(),
@@ -108,7 +109,8 @@ void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices,
     egemm::launch_fp8(args, tile);
   }
   DSA_CUDA_CHECK_LAUNCH();
-  if (scale_f32.defined()) DSA_CUDA_CHECK(cudaStreamSynchronize(0));  // keep the temporary alive until used
+  // scale_f32 may be freed now: the caching allocator hands its block out again only to work
+  // enqueued later on the same stream (core/cuda_memory.h).
 }
 
 }  // namespace dsa::ops::cuda

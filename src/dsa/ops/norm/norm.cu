@@ -7,6 +7,7 @@
 #include "dsa/ops/norm/cuda_elem.cuh"
 #include "dsa/ops/norm/cuda_launch.h"
 #include "dsa/ops/norm/norm_cuda.h"
+#include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -43,7 +44,7 @@ void row_norm(const RowNormArgs& a) {
   if (a.rows == 0) return;
   if (a.rows > 0x7fffffffLL) launch_error("row_norm: too many rows for one grid");
   const int threads = a.cols >= 4096 ? 512 : a.cols >= 1024 ? 256 : a.cols >= 256 ? 128 : 64;
-  row_norm_kernel<<<static_cast<unsigned>(a.rows), threads>>>(a);
+  row_norm_kernel<<<static_cast<unsigned>(a.rows), threads, 0, DSA_CURRENT_STREAM>>>(a);
   check_launch("row_norm_kernel");
 }
 

@@ -8,6 +8,7 @@
 #include "dsa/ops/norm/cuda_elem.cuh"
 #include "dsa/ops/norm/cuda_launch.h"
 #include "dsa/ops/rope/rope_cuda.h"
+#include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -60,7 +61,7 @@ void rope(const RopeArgs& a) {
   if (rows == 0) return;
   const int64_t blocks = (rows + kWarps - 1) / kWarps;
   if (blocks > 0x7fffffffLL) launch_error("rope: too many rows for one grid");
-  rope_kernel<<<static_cast<unsigned>(blocks), kWarps * 32>>>(a);
+  rope_kernel<<<static_cast<unsigned>(blocks), kWarps * 32, 0, DSA_CURRENT_STREAM>>>(a);
   check_launch("rope_kernel");
 }
 

@@ -18,6 +18,7 @@
 #include <mutex>
 
 #include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_stream.h"
 #include "dsa/ops/linear/cublaslt_context.h"
 #include "dsa/core/error.h"
 
@@ -79,7 +80,7 @@ bool head_matmul_cublaslt(const HeadMatmulArgs& a) {
   if (!p.ok) return false;
   const float alpha = 1.f, beta = 0.f;
   DSA_CUBLASLT_CHECK("head_matmul", cublasLtMatmul(cublaslt::context().handle, p.op, &alpha, a.w, p.a, a.x, p.b, &beta, a.out, p.d, a.out, p.d, &p.algo,
-                                     cublaslt::context().workspace, cublaslt::context().workspace_bytes, 0));
+                                     cublaslt::context().workspace, cublaslt::context().workspace_bytes, DSA_CURRENT_STREAM));
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include "dsa/ops/norm/cuda_elem.cuh"
 #include "dsa/ops/norm/cuda_launch.h"
 #include "dsa/ops/tensor/tensor_ops_cuda.h"
+#include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -201,7 +202,7 @@ template <int TT>
 void launch_gemv(const HeadMatmulArgs& a) {
   const size_t smem = static_cast<size_t>(TT) * static_cast<size_t>(a.k) * sizeof(float);
   const dim3 grid(static_cast<unsigned>((a.n + 8 * kGemvRows - 1) / (8 * kGemvRows)), static_cast<unsigned>(a.heads));
-  head_matmul_gemv_kernel<TT><<<grid, kThreads, smem>>>(a);
+  head_matmul_gemv_kernel<TT><<<grid, kThreads, smem, DSA_CURRENT_STREAM>>>(a);
   check_launch("head_matmul_gemv_kernel");
 }
 
@@ -210,20 +211,20 @@ void launch_gemv(const HeadMatmulArgs& a) {
 void copy_cast(const CopyCastArgs& a) {
   const int64_t n = a.shape[0] * a.shape[1] * a.shape[2] * a.shape[3];
   if (n == 0) return;
-  copy_cast_kernel<<<static_cast<unsigned>(blocks_for(n)), kThreads>>>(a, n);
+  copy_cast_kernel<<<static_cast<unsigned>(blocks_for(n)), kThreads, 0, DSA_CURRENT_STREAM>>>(a, n);
   check_launch("copy_cast_kernel");
 }
 
 void add_into(float* acc, const void* x, DType x_dtype, int64_t n) {
   if (n == 0) return;
-  add_into_kernel<<<static_cast<unsigned>(blocks_for(n)), kThreads>>>(acc, x, x_dtype, n);
+  add_into_kernel<<<static_cast<unsigned>(blocks_for(n)), kThreads, 0, DSA_CURRENT_STREAM>>>(acc, x, x_dtype, n);
   check_launch("add_into_kernel");
 }
 
 void embed_rows(const EmbedRowsArgs& a) {
   if (a.tokens == 0 || a.dim == 0 || a.repeat == 0) return;
   if (a.tokens > 0x7fffffffLL) launch_error("embed_rows: too many tokens for one grid");
-  embed_rows_kernel<<<static_cast<unsigned>(a.tokens), kThreads>>>(a);
+  embed_rows_kernel<<<static_cast<unsigned>(a.tokens), kThreads, 0, DSA_CURRENT_STREAM>>>(a);
   check_launch("embed_rows_kernel");
 }
 
@@ -250,9 +251,9 @@ void head_matmul(const HeadMatmulArgs& a) {
     launch_error("head_matmul: tokens, outputs or heads exceed the grid limits (2^31 - 1, 65535 * 64, 65535)");
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(a.heads));
   if (bm == 16)
-    head_matmul_kernel<16><<<grid, kThreads>>>(a);
+    head_matmul_kernel<16><<<grid, kThreads, 0, DSA_CURRENT_STREAM>>>(a);
   else
-    head_matmul_kernel<64><<<grid, kThreads>>>(a);
+    head_matmul_kernel<64><<<grid, kThreads, 0, DSA_CURRENT_STREAM>>>(a);
   check_launch("head_matmul_kernel");
 }
 

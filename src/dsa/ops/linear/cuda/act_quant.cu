@@ -4,6 +4,7 @@
 
 #include "dsa/ops/linear/act_quant.h"
 #include "dsa/ops/linear/cuda/kernels.h"
+#include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -50,14 +51,14 @@ __global__ void weight_scale_kernel(const void* in, int f32, int64_t NB, int64_t
 void launch_act_quant(const void* x, int64_t T, int64_t K, uint8_t* q, float* scales, bool mn_major, void* deq) {
   const int64_t blocks = T * (K / 128);
   if (blocks == 0) return;
-  act_quant_kernel<<<static_cast<unsigned>((blocks + 7) / 8), 256>>>(static_cast<const __nv_bfloat16*>(x), T, K, q,
+  act_quant_kernel<<<static_cast<unsigned>((blocks + 7) / 8), 256, 0, DSA_CURRENT_STREAM>>>(static_cast<const __nv_bfloat16*>(x), T, K, q,
                                                                      scales, mn_major ? 1 : 0,
                                                                      static_cast<__nv_bfloat16*>(deq));
 }
 
 void launch_weight_scales(const void* in, bool in_f32, int64_t NB, int64_t KB, int layout, int64_t ld, float* out) {
   if (NB * KB == 0) return;
-  weight_scale_kernel<<<static_cast<unsigned>((NB * KB + 255) / 256), 256>>>(in, in_f32 ? 1 : 0, NB, KB, layout, ld, out);
+  weight_scale_kernel<<<static_cast<unsigned>((NB * KB + 255) / 256), 256, 0, DSA_CURRENT_STREAM>>>(in, in_f32 ? 1 : 0, NB, KB, layout, ld, out);
 }
 
 }  // namespace dsa::ops::cuda

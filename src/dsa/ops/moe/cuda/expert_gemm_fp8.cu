@@ -1,5 +1,6 @@
 // FP8 (e4m3, 128x128 fp32 block scales) instantiations of the grouped expert GEMM.
 #include "dsa/ops/moe/cuda/expert_gemm_kernel.cuh"
+#include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda::egemm {
 
@@ -22,7 +23,7 @@ __global__ void ue8m0_to_f32_kernel(const uint8_t* in, float* out, int64_t n) {
   if (i < n) out[i] = in[i] == 0xFF ? __int_as_float(0x7FC00000) : (in[i] == 0 ? __int_as_float(0x00400000) : __int_as_float(static_cast<int>(in[i]) << 23));
 }
 void launch_ue8m0_to_f32(const uint8_t* in, float* out, int64_t n) {
-  if (n > 0) ue8m0_to_f32_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(in, out, n);
+  if (n > 0) ue8m0_to_f32_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, DSA_CURRENT_STREAM>>>(in, out, n);
 }
 
 }  // namespace dsa::ops::cuda::egemm

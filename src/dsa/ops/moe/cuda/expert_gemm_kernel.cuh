@@ -38,6 +38,7 @@
 #include <cstdint>
 
 #include "dsa/ops/moe/cuda/expert_gemm_args.h"
+#include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda::egemm {
 
@@ -415,7 +416,7 @@ void launch(const Args& a) {
   const int ncols = a.swiglu ? a.N / 2 : a.N;
   const int bn_out = a.swiglu ? C::BN / 2 : C::BN;
   dim3 grid((ncols + bn_out - 1) / bn_out, static_cast<unsigned>((a.rows + BM - 1) / BM));
-  kern<<<grid, C::kThreads, C::kSmem>>>(a);
+  kern<<<grid, C::kThreads, C::kSmem, DSA_CURRENT_STREAM>>>(a);
 }
 
 }  // namespace dsa::ops::cuda::egemm

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include "dsa/ops/moe/cuda/kernels.h"
+#include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -93,22 +94,22 @@ __global__ void combine_kernel(const __nv_bfloat16* y, const int32_t* dst_row, c
 
 void launch_layout(const int32_t* ids, int64_t n, int k, int E, int align, int32_t* counts, int32_t* offsets,
                    int32_t* cursor, int32_t* dst_row, int32_t* m_indices, int32_t* src_token) {
-  layout_count_kernel<<<1, 1024>>>(ids, n, E, align, counts, offsets, cursor);
+  layout_count_kernel<<<1, 1024, 0, DSA_CURRENT_STREAM>>>(ids, n, E, align, counts, offsets, cursor);
   if (n > 0)
-    layout_assign_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(ids, n, k, E, cursor, dst_row, m_indices,
+    layout_assign_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, DSA_CURRENT_STREAM>>>(ids, n, k, E, cursor, dst_row, m_indices,
                                                                           src_token);
 }
 
 void launch_permute(const void* x, const int32_t* src_token, int64_t T, int64_t H, int64_t rows_cap, void* x_perm) {
   if (rows_cap == 0) return;
-  permute_kernel<<<static_cast<unsigned>(rows_cap), 128>>>(static_cast<const uint4*>(x), src_token, T, H / 8,
+  permute_kernel<<<static_cast<unsigned>(rows_cap), 128, 0, DSA_CURRENT_STREAM>>>(static_cast<const uint4*>(x), src_token, T, H / 8,
                                                            static_cast<uint4*>(x_perm));
 }
 
 void launch_combine(const void* y, const int32_t* dst_row, const float* w, const void* shared, void* out, int64_t T,
                     int k, int64_t H, int64_t rows_cap) {
   if (T == 0) return;
-  combine_kernel<<<static_cast<unsigned>(T), 256>>>(static_cast<const __nv_bfloat16*>(y), dst_row, w,
+  combine_kernel<<<static_cast<unsigned>(T), 256, 0, DSA_CURRENT_STREAM>>>(static_cast<const __nv_bfloat16*>(y), dst_row, w,
                                                     static_cast<const __nv_bfloat16*>(shared),
                                                     static_cast<__nv_bfloat16*>(out), k, H, rows_cap);
 }

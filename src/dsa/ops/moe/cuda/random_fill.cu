@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "dsa/ops/moe/cuda/kernels.h"
+#include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -33,7 +34,7 @@ __global__ void fill_kernel(void* p, int64_t n, int kind, uint64_t seed, float l
 
 void launch_random_fill(void* p, int64_t n, int kind, uint64_t seed, float lo, float hi, int flag) {
   if (n <= 0) return;
-  fill_kernel<<<4096, 256>>>(p, n, kind, seed, lo, hi, flag);
+  fill_kernel<<<4096, 256, 0, DSA_CURRENT_STREAM>>>(p, n, kind, seed, lo, hi, flag);
 }
 
 }  // namespace dsa::ops::cuda

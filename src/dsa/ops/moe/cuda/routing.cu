@@ -3,6 +3,7 @@
 
 #include "dsa/ops/moe/cuda/kernels.h"
 #include "dsa/ops/moe/router_math.h"
+#include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -94,7 +95,7 @@ void launch_route(const float* logits, const float* bias, const int32_t* token_i
                   int64_t vocab, int32_t* ids, float* wts, int T, int E, int k, ScoreFunc f, float scaling) {
   if (T == 0) return;
   const size_t smem = 4 * 2 * E * sizeof(float);
-  route_kernel<<<(T + 3) / 4, 128, smem>>>(logits, bias, token_ids, tid2eid, vocab, ids, wts, T, E, k, f, scaling);
+  route_kernel<<<(T + 3) / 4, 128, smem, DSA_CURRENT_STREAM>>>(logits, bias, token_ids, tid2eid, vocab, ids, wts, T, E, k, f, scaling);
 }
 
 void launch_router_logits(const void* x, const void* gate, bool gate_f32, float* logits, int T, int E, int H) {
@@ -102,9 +103,9 @@ void launch_router_logits(const void* x, const void* gate, bool gate_f32, float*
   dim3 grid((E + 7) / 8, (T + 7) / 8);
   const auto* xp = static_cast<const __nv_bfloat16*>(x);
   if (gate_f32)
-    router_logits_kernel<float><<<grid, 256>>>(xp, static_cast<const float*>(gate), logits, T, E, H);
+    router_logits_kernel<float><<<grid, 256, 0, DSA_CURRENT_STREAM>>>(xp, static_cast<const float*>(gate), logits, T, E, H);
   else
-    router_logits_kernel<__nv_bfloat16><<<grid, 256>>>(xp, static_cast<const __nv_bfloat16*>(gate), logits, T, E, H);
+    router_logits_kernel<__nv_bfloat16><<<grid, 256, 0, DSA_CURRENT_STREAM>>>(xp, static_cast<const __nv_bfloat16*>(gate), logits, T, E, H);
 }
 
 }  // namespace dsa::ops::cuda

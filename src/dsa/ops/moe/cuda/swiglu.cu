@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "dsa/ops/moe/cuda/kernels.h"
+#include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -25,7 +26,7 @@ __global__ void swiglu_kernel(const __nv_bfloat16* gu, __nv_bfloat16* out, int64
 void launch_swiglu(const void* gu, void* out, int64_t rows, int64_t I, float limit) {
   if (rows * I == 0) return;
   const int64_t blocks = std::min<int64_t>((rows * I + 255) / 256, 65535);
-  swiglu_kernel<<<static_cast<unsigned>(blocks), 256>>>(static_cast<const __nv_bfloat16*>(gu),
+  swiglu_kernel<<<static_cast<unsigned>(blocks), 256, 0, DSA_CURRENT_STREAM>>>(static_cast<const __nv_bfloat16*>(gu),
                                                         static_cast<__nv_bfloat16*>(out), rows, I, limit);
 }
 

@@ -2,6 +2,8 @@
 // stride), an atomic increment of the row count per valid element (counts are zeroed first).
 #include <cuda_runtime.h>
 
+#include "dsa/core/cuda_stream.h"
+
 #include "dsa/ops/sparse_index/cuda/kernels.h"
 #include "dsa/ops/sparse_index/slot_math.h"
 
@@ -51,7 +53,7 @@ unsigned blocks_for(int64_t n) {
 }  // namespace
 
 int launch_topk(const Common& c, const int32_t* local, void* stream) {
-  auto s = static_cast<cudaStream_t>(stream);
+  auto s = DSA_STREAM_OR_CURRENT(stream);
   if (c.counts) {
     cudaError_t e = cudaMemsetAsync(c.counts, 0, c.T * sizeof(int32_t), s);
     if (e != cudaSuccess) return e;
@@ -61,7 +63,7 @@ int launch_topk(const Common& c, const int32_t* local, void* stream) {
 }
 
 int launch_positions(const Common& c, const int32_t* positions, int mode, int ratio, void* stream) {
-  auto s = static_cast<cudaStream_t>(stream);
+  auto s = DSA_STREAM_OR_CURRENT(stream);
   if (c.counts) {
     cudaError_t e = cudaMemsetAsync(c.counts, 0, c.T * sizeof(int32_t), s);
     if (e != cudaSuccess) return e;

@@ -8,6 +8,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "dsa/core/cuda_stream.h"
+
 #include "dsa/ops/sparse_mla/cuda/portable/kernel_args.h"
 
 namespace dsa::ops::sparse_mla_cuda {
@@ -55,7 +57,7 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_kernel(const float* __
 void launch_combine(const float* o_part, const float* lse_part, const float* sink, int T, int H, int splits,
                     uint16_t* o, float* lse, void* stream) {
   const int64_t blocks = static_cast<int64_t>(T) * H;
-  sparse_mla_combine_kernel<<<static_cast<unsigned>(blocks), 128, 0, static_cast<cudaStream_t>(stream)>>>(
+  sparse_mla_combine_kernel<<<static_cast<unsigned>(blocks), 128, 0, DSA_STREAM_OR_CURRENT(stream)>>>(
       o_part, lse_part, sink, H, splits, o, lse);
 }
 

@@ -31,6 +31,8 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include "dsa/core/cuda_stream.h"
+
 #include <cstdint>
 
 #include "dsa/ops/sparse_mla/cuda/portable/kernel_args.h"
@@ -363,7 +365,7 @@ void launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     if (dev < 32) attr_set |= 1u << dev;
   }
   dim3 grid(a.T, a.H / HPC, a.splits);
-  kern<<<grid, HPC / 16 * 4 * 32, smem, stream>>>(a);
+  kern<<<grid, HPC / 16 * 4 * 32, smem, DSA_STREAM_OR_CURRENT(stream)>>>(a);
 }
 
 }  // namespace dsa::ops::sparse_mla_cuda
