@@ -2,7 +2,7 @@
 # One pass on the GPU machine: build Release for sm_90a (and sm_120a, as CI does) with all cores, run the GPU tests on the
 # native route and on the SM120 route (DSA_DEVICE_CAPABILITY=12.0), run the benchmarks. Logs and
 # JSON go to ${OUT:-out}. Usage: scripts/gpu-check.sh [stage ...]; stages: build test test120
-# select bench tune loadtime modelperf (default: build test test120 select bench). Keep a run under 10 minutes.
+# select bench tune loadtime modelperf decode (default: build test test120 select bench). Keep a run under 10 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -75,6 +75,14 @@ for s in "${stages[@]}"; do
         rm -rf "$d/real"
       done 2>&1 | tee -a "$OUT/modelperf.txt"
       rm -rf "$d" ;;
+    decode)
+      # Decode through the engine on real-shape checkpoints (fast-filled): per layer kind device
+      # time against its HBM floor, host time, launches, full-model tok/s (dsa bench decode).
+      for spec in "flash 4" "glm-5.1 5"; do
+        set -- $spec
+        "$dsa" bench decode --preset $1 --layers $2 --batch ${DSA_DECODE_BATCH:-1,8,32} --context ${DSA_DECODE_CONTEXT:-512} \
+          --json "$OUT/bench_decode_$1.json" 2>&1 | tee "$OUT/bench_decode_$1.txt" || rc=1
+      done ;;
     *) echo "unknown stage $s"; rc=1 ;;
   esac
 done

@@ -18,6 +18,18 @@ const bool registered = add_command([](CLI::App& app) {
     sub->add_option("--json", opts->json_path, "Write results as JSON to this file");
     sub->add_flag("--quick", opts->quick, "Fewer shapes and repeats");
     sub->add_option("--device", opts->device, "CUDA device index");
+    if (e.model_options) {
+      sub->add_option("--model", opts->model, "Checkpoint directory (else --preset)");
+      sub->add_option("--preset", opts->preset,
+                      "Real shapes with fast-filled weights: flash, pro (DeepSeek-V4) or glm-5.1; tiny-v4, tiny-glm")
+          ->capture_default_str();
+      sub->add_option("--layers", opts->layers, "Layers of the preset checkpoint (0: a default mix of layer kinds)");
+      sub->add_option("--batch", opts->batch, "Comma-separated batch sizes (concurrent decoding requests)")
+          ->capture_default_str();
+      sub->add_option("--context", opts->context, "Tokens of context of every request when decode is timed")
+          ->capture_default_str();
+      sub->add_option("--on", opts->device_name, "cuda (default) or cpu")->capture_default_str();
+    }
     auto fn = e.fn;
     auto name = e.name;
     sub->callback([opts, fn, name] {

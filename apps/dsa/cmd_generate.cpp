@@ -1,6 +1,7 @@
 // `dsa generate --model DIR --prompt-ids 1,2,3 --max-tokens N [--device cpu|cuda[:i]]`: greedy
-// generation with any CausalLM (a batch of one request): prefill the prompt in one forward, then
-// one forward per new token. Prints the generated ids and the timings (prefill ms, decode tok/s).
+// generation of one request through the engine (engine/engine.h: the prompt prefilled in chunks
+// of --max-num-batched-tokens, then one step per new token, sampled on the device). Prints the
+// generated ids and the timings (prefill ms, decode tok/s).
 // On CUDA the kernels are tuned and warmed up first (tune/model_warmup.h): the tuning cache in
 // $DSA_CACHE_DIR (else $XDG_CACHE_HOME/dsa, ~/.cache/dsa) is loaded, buckets it lacks are tuned
 // within --tune-seconds and saved, and the forwards run the tuned tactics. --no-tune uses the
@@ -9,7 +10,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +21,9 @@
 #include "commands.h"
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
+#include "dsa/engine/engine.h"
+#include "dsa/engine/sampler.h"
+#include "dsa/engine/session.h"
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/config.h"
 #include "dsa/tune/bucket.h"
@@ -34,26 +37,23 @@ struct Args {
   int max_tokens = 16;
   bool tune = true;
   double tune_seconds = 60;
-  int show_top = 0;  // > 0: print the K highest logits of every step (debugging divergence)
+  int show_top = 0;                // > 0: print the K highest logits of every step (debugging divergence)
+  int64_t max_step_tokens = 8192;  // prompt chunk of one step
+  int64_t max_model_len = 0;       // 0: prompt + max_tokens
+  double gpu_memory_utilization = 0.9;
+  size_t kv_cache_memory = 0;
 };
-
-int32_t argmax(const float* p, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (p[i] > p[best]) best = i;
-  return static_cast<int32_t>(best);
-}
 
 // Loads the tuning cache, tunes what it lacks (unless --no-tune), installs the active tuning.
 // Runs before the model is loaded: the tuner's buffers (paged caches, one layer of experts) are
 // freed before the weights take the memory. Limits: one sequence, steps of up to the prompt
-// length rounded up to a power of two, so the buckets are the ones `dsa tune` writes too.
-void tune_for_generate(const Args& a, Device dev, size_t prompt_len) {
+// chunk rounded up to a power of two, so the buckets are the ones `dsa tune` writes too.
+void tune_for_generate(const Args& a, Device dev, size_t chunk) {
   if (dev.index < 0 || dev.index >= static_cast<int>(cuda_devices().size())) return;  // the loader says why
   tune::ModelWarmupOptions o;
   o.tune = a.tune;
   o.max_seconds = a.tune_seconds;
-  const tune::EngineLimits limits{tune::next_pow2(static_cast<int64_t>(prompt_len)), 1};
+  const tune::EngineLimits limits{tune::next_pow2(static_cast<int64_t>(chunk)), 1};
   const tune::PlanModel pm = tune::plan_model_from_config(model::load_model_config(a.model));
   tune::warm_up_for_model(pm, dev.index, limits, o);  // logs its one-line summary
 }
@@ -69,41 +69,77 @@ void print_top(int step, const float* p, int64_t n, int k) {
   std::printf("step %d: %s\n", step, line.c_str());
 }
 
-void run(const Args& a) {
-  using clock = std::chrono::steady_clock;
-  const std::vector<int32_t> prompt = parse_token_ids(a.prompt_ids, "--prompt-ids");
-  DSA_CHECK(a.max_tokens >= 1, "--max-tokens must be >= 1, got {}", a.max_tokens);
-  DSA_CHECK(a.tune_seconds >= 0, "--tune-seconds must be >= 0, got {}", a.tune_seconds);
-  const Device dev = parse_device(a.device);
-  if (dev.is_cuda()) tune_for_generate(a, dev, prompt.size());
-  auto t0 = clock::now();
-  auto lm = model::load_causal_lm(a.model, dev);
-  const double load_s = std::chrono::duration<double>(clock::now() - t0).count();
-  const int64_t V = lm->config().vocab_size;
-
-  const int id = lm->add_request();
-  model::ForwardBatch b;
+// --show-top: the logits of every step are needed, so the steps run through a session (the
+// forward's logits come back to the host) and the argmax is taken there.
+std::vector<int32_t> generate_showing_logits(model::CausalLM& lm, const std::vector<int32_t>& prompt, const Args& a) {
+  const int64_t V = lm.config().vocab_size;
+  engine::SessionOptions so;
+  so.max_requests = 1;
+  so.max_step_tokens = static_cast<int64_t>(prompt.size());
+  so.kv_blocks = (static_cast<int64_t>(prompt.size()) + a.max_tokens) / 16 + 8;
+  engine::Session session(lm, so);
+  const int64_t id = session.add_request();
+  engine::ForwardBatch b;
   for (size_t i = 0; i < prompt.size(); ++i) {
     b.token_ids.push_back(prompt[i]);
     b.request.push_back(id);
     b.positions.push_back(static_cast<int64_t>(i));
   }
-  t0 = clock::now();
-  Tensor logits = lm->forward(b);
-  const double prefill_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-  std::vector<int32_t> out{argmax(logits.data<float>(), V)};
-  if (a.show_top > 0) print_top(0, logits.data<float>(), V, a.show_top);
-
-  t0 = clock::now();
+  Tensor logits = session.forward(b);
+  std::vector<int32_t> out{engine::argmax_token(logits.data<float>(), V)};
+  print_top(0, logits.data<float>(), V, a.show_top);
   for (int i = 1; i < a.max_tokens; ++i) {
-    model::ForwardBatch d{{out.back()}, {id}, {static_cast<int64_t>(prompt.size() + out.size() - 1)}};
-    logits = lm->forward(d);
-    out.push_back(argmax(logits.data<float>(), V));
-    if (a.show_top > 0) print_top(i, logits.data<float>(), V, a.show_top);
+    engine::ForwardBatch d{{out.back()}, {id}, {static_cast<int64_t>(prompt.size() + out.size() - 1)}};
+    logits = session.forward(d);
+    out.push_back(engine::argmax_token(logits.data<float>(), V));
+    print_top(i, logits.data<float>(), V, a.show_top);
   }
-  const double decode_s = std::chrono::duration<double>(clock::now() - t0).count();
-  lm->free_request(id);
+  return out;
+}
 
+void run(const Args& a) {
+  using clock = std::chrono::steady_clock;
+  const std::vector<int32_t> prompt = parse_token_ids(a.prompt_ids, "--prompt-ids");
+  DSA_CHECK(a.max_tokens >= 1, "--max-tokens must be >= 1, got {}", a.max_tokens);
+  DSA_CHECK(a.tune_seconds >= 0, "--tune-seconds must be >= 0, got {}", a.tune_seconds);
+  DSA_CHECK(a.max_step_tokens >= 1, "--max-num-batched-tokens must be >= 1, got {}", a.max_step_tokens);
+  const Device dev = parse_device(a.device);
+  if (dev.is_cuda()) tune_for_generate(a, dev, std::min<size_t>(prompt.size(), static_cast<size_t>(a.max_step_tokens)));
+  auto t0 = clock::now();
+  auto lm = model::load_causal_lm(a.model, dev);
+  const double load_s = std::chrono::duration<double>(clock::now() - t0).count();
+  if (a.show_top > 0) {
+    const std::vector<int32_t> out = generate_showing_logits(*lm, prompt, a);
+    std::printf("ids: %s\n", fmt::format("{}", fmt::join(out, ",")).c_str());
+    return;
+  }
+
+  engine::EngineOptions eo;
+  eo.max_running = 1;
+  eo.max_step_tokens = a.max_step_tokens;
+  eo.max_model_len = a.max_model_len > 0 ? a.max_model_len : static_cast<int64_t>(prompt.size()) + a.max_tokens;
+  eo.memory.gpu_memory_utilization = a.gpu_memory_utilization;
+  eo.memory.kv_cache_bytes = a.kv_cache_memory;
+  engine::Engine eng(*lm, eo);
+  engine::SamplingParams sp;
+  sp.max_tokens = a.max_tokens;
+  sp.ignore_eos = true;
+  eng.add_request(prompt, sp);
+  std::vector<int32_t> out;
+  double prefill_ms = 0;
+  t0 = clock::now();
+  auto t_first = t0;
+  while (eng.has_unfinished()) {
+    for (const engine::StepOutput& o : eng.step()) {
+      if (out.empty() && !o.new_tokens.empty()) {
+        t_first = clock::now();
+        prefill_ms = std::chrono::duration<double, std::milli>(t_first - t0).count();
+      }
+      out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
+      DSA_CHECK(o.finish != engine::FinishReason::Error, "generate: {}", o.error);
+    }
+  }
+  const double decode_s = std::chrono::duration<double>(clock::now() - t_first).count();
   std::printf("ids: %s\n", fmt::format("{}", fmt::join(out, ",")).c_str());
   std::printf("load %.2f s; prefill %zu tokens %.1f ms (%.1f tok/s); decode %d tokens %.1f ms (%.2f tok/s) on %s\n",
               load_s, prompt.size(), prefill_ms, prompt.size() / (prefill_ms / 1e3), a.max_tokens - 1, decode_s * 1e3,
@@ -125,6 +161,14 @@ const bool registered = add_command([](CLI::App& app) {
                   "CUDA: time bound of tuning and warm-up; buckets left over run the default tactic (0 = none)")
       ->capture_default_str();
   cmd->add_option("--show-top", a->show_top, "Print the K highest logits of every step (ids and values)");
+  cmd->add_option("--max-num-batched-tokens,--max-step-tokens", a->max_step_tokens,
+                  "Tokens of one step: longer prompts are prefilled in chunks of this size")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", a->max_model_len, "Context the KV cache must hold (0: prompt + max tokens)");
+  cmd->add_option("--gpu-memory-utilization", a->gpu_memory_utilization,
+                  "CUDA: fraction of device memory dsa may use in all (weights + KV cache + activations)")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache bytes (overrides --gpu-memory-utilization)");
   cmd->callback([a] { run(*a); });
 });
 

@@ -46,6 +46,8 @@ struct Args {
   double tune_seconds = 60;
   std::string tokenizer;  // "" = the model dir's tokenizer.json when present
   bool use_tokenizer = true;
+  double gpu_memory_utilization = 0.9;
+  size_t kv_cache_memory = 0;
 };
 
 // eos_token_id of generation_config.json (preferred) or config.json: an id or a list of ids.
@@ -96,6 +98,8 @@ void run(const Args& a) {
   eo.max_step_tokens = a.max_step_tokens;
   eo.max_prefill_chunk = a.max_prefill_chunk;
   eo.max_model_len = a.max_model_len;
+  eo.memory.gpu_memory_utilization = a.gpu_memory_utilization;
+  eo.memory.kv_cache_bytes = a.kv_cache_memory;
   eo.eos_token_ids = eos_ids(a.model);
   if (tok && tok->eos_id() && std::find(eo.eos_token_ids.begin(), eo.eos_token_ids.end(), *tok->eos_id()) ==
                                   eo.eos_token_ids.end())
@@ -137,6 +141,11 @@ const bool registered = add_command([](CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-model-len", a->max_model_len, "Prompt + max_tokens bound (0: the model's context)")
       ->capture_default_str();
+  cmd->add_option("--gpu-memory-utilization", a->gpu_memory_utilization,
+                  "CUDA: fraction of device memory dsa may use in all (weights + KV cache + activations)")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-memory", a->kv_cache_memory,
+                  "KV cache bytes (overrides --gpu-memory-utilization; on the CPU the default is 1 GiB)");
   cmd->add_option("--threads", a->threads, "HTTP worker threads (each open stream holds one)")->capture_default_str();
   cmd->add_option("--tokenizer", a->tokenizer, "tokenizer.json (or its directory); default: the model dir's");
   cmd->add_flag("!--no-tokenizer", a->use_tokenizer, "Serve token-id prompts only (no tokenizer)");

@@ -32,6 +32,7 @@
 #include <cstdlib>
 
 #include "common/testing.h"
+#include "dsa/engine/session.h"
 #include "v4_test_util.h"
 
 using namespace dsa;
@@ -55,34 +56,35 @@ RunResult run(model::v4::DeepseekV4Model& m, const Golden& g, int64_t chunk = 0)
   const std::string dev = m.device().str();
   const int64_t T = static_cast<int64_t>(g.prompt.size()), N = static_cast<int64_t>(g.decode_ids.size());
   const int64_t V = m.config().vocab_size;
-  const int req = m.add_request();
+  engine::Session session(m);
+  const int64_t req = session.add_request();
   RunResult out;
   out.prefill = Tensor::empty({T, V}, DType::F32);
   out.decode = Tensor::empty({N, V}, DType::F32);
   if (chunk <= 0) chunk = T;
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t s = 0; s < T; s += chunk) {
-    model::ForwardBatch b;
+    engine::ForwardBatch b;
     for (int64_t t = s; t < std::min(T, s + chunk); ++t) {
       b.token_ids.push_back(g.prompt[t]);
       b.request.push_back(req);
       b.positions.push_back(t);
     }
-    Tensor l = m.forward(b, true);
+    Tensor l = session.forward(b, true);
     out.prefill.slice(0, s, s + l.size(0)).copy_from(l);
   }
   const auto t1 = std::chrono::steady_clock::now();
   out.decode.select(0, 0).copy_from(out.prefill.select(0, T - 1));
   for (int64_t i = 1; i < N; ++i) {
-    model::ForwardBatch b{{g.decode_ids[i - 1]}, {req}, {T + i - 1}};
-    out.decode.select(0, i).copy_from(m.forward(b).select(0, 0));
+    engine::ForwardBatch b{{g.decode_ids[i - 1]}, {req}, {T + i - 1}};
+    out.decode.select(0, i).copy_from(session.forward(b).select(0, 0));
   }
   const auto t2 = std::chrono::steady_clock::now();
   const double pre_s = std::chrono::duration<double>(t1 - t0).count(), dec_s = std::chrono::duration<double>(t2 - t1).count();
   std::printf("%s timing: prefill %lld tokens in %.2f s (%.1f tok/s), %lld decode steps in %.2f s (%.1f tok/s)\n",
               dev.c_str(), static_cast<long long>(T), pre_s, static_cast<double>(T) / pre_s, static_cast<long long>(N - 1), dec_s,
               static_cast<double>(N - 1) / dec_s);
-  m.free_request(req);
+  session.free_request(req);
   return out;
 }
 

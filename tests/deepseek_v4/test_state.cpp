@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "common/testing.h"
+#include "dsa/engine/session.h"
 #include "v4_test_util.h"
 
 using namespace dsa;
@@ -44,19 +45,20 @@ constexpr Bounds kCuda{0.25, 0.90, 0.95};
 Tensor prefill_logits(model::v4::DeepseekV4Model& m, const std::vector<int32_t>& ids, std::vector<int64_t> chunks) {
   const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size;
   Tensor out = Tensor::empty({T, V}, DType::F32);
-  const int req = m.add_request();
+  engine::Session session(m);
+  const int64_t req = session.add_request();
   for (int64_t s = 0, k = 0; s < T; ++k) {
     const int64_t n = std::min(T - s, chunks[k % chunks.size()]);
-    model::ForwardBatch b;
+    engine::ForwardBatch b;
     for (int64_t t = s; t < s + n; ++t) {
       b.token_ids.push_back(ids[t]);
       b.request.push_back(req);
       b.positions.push_back(t);
     }
-    out.slice(0, s, s + n).copy_from(m.forward(b, true));
+    out.slice(0, s, s + n).copy_from(session.forward(b, true));
     s += n;
   }
-  m.free_request(req);
+  session.free_request(req);
   return out;
 }
 
@@ -105,22 +107,23 @@ void check_two_requests_equal_alone(model::v4::DeepseekV4Model& m, const Bounds&
   std::vector<int32_t> pa = a.prompt, pb(b.prompt.begin(), b.prompt.begin() + 40);
   const Tensor la = prefill_logits(m, pa, {static_cast<int64_t>(pa.size())});
   const Tensor lb = prefill_logits(m, pb, {static_cast<int64_t>(pb.size())});
-  const int ra = m.add_request(), rb = m.add_request();
+  engine::Session session(m);
+  const int64_t ra = session.add_request(), rb = session.add_request();
   // Step 1: 10 tokens of a and 17 of b; step 2: the rest of a and 1 of b; then the rest of b.
-  auto add = [](model::ForwardBatch& fb, int req, const std::vector<int32_t>& ids, int64_t s, int64_t e) {
+  auto add = [](engine::ForwardBatch& fb, int64_t req, const std::vector<int32_t>& ids, int64_t s, int64_t e) {
     for (int64_t t = s; t < e; ++t) {
       fb.token_ids.push_back(ids[t]);
       fb.request.push_back(req);
       fb.positions.push_back(t);
     }
   };
-  model::ForwardBatch s1, s2, s3;
+  engine::ForwardBatch s1, s2, s3;
   add(s1, ra, pa, 0, 10);
   add(s1, rb, pb, 0, 17);
   add(s2, rb, pb, 17, 18);
   add(s2, ra, pa, 10, static_cast<int64_t>(pa.size()));
   add(s3, rb, pb, 18, static_cast<int64_t>(pb.size()));
-  const Tensor o1 = m.forward(s1), o2 = m.forward(s2), o3 = m.forward(s3);
+  const Tensor o1 = session.forward(s1), o2 = session.forward(s2), o3 = session.forward(s3);
   ASSERT_EQ(o1.size(0), 2);
   ASSERT_EQ(o2.size(0), 2);  // rows in order of first appearance: b, then a
   ASSERT_EQ(o3.size(0), 1);
@@ -133,8 +136,8 @@ void check_two_requests_equal_alone(model::v4::DeepseekV4Model& m, const Bounds&
     batched.select(0, i).copy_from(got[i].first.select(0, got[i].second));
     alone.select(0, i).copy_from(want[i].first.select(0, want[i].second));
   }
-  m.free_request(ra);
-  m.free_request(rb);
+  session.free_request(ra);
+  session.free_request(rb);
   expect_rows_equal(batched, alone, bounds, fmt::format("[{}] two requests batched vs alone", m.device().str()));
 }
 
@@ -162,11 +165,11 @@ TEST(DeepseekV4State, CudaTwoRequestsInOneBatchEqualAlone) {
 
 // Bad batches are refused with an error naming what is wrong, and leave the model usable.
 TEST(DeepseekV4State, BadBatchesThrowClearErrors) {
-  auto& m = cpu_model();
-  const int req = m.add_request();
-  auto message = [&](const model::ForwardBatch& b) {
+  engine::Session session(cpu_model());
+  const int64_t req = session.add_request();
+  auto message = [&](const engine::ForwardBatch& b) {
     try {
-      m.forward(b);
+      session.forward(b);
     } catch (const Error& e) {
       return std::string(e.what());
     }
@@ -177,10 +180,10 @@ TEST(DeepseekV4State, BadBatchesThrowClearErrors) {
   EXPECT_NE(message({{7}, {req + 100}, {0}}), "no error");   // unknown request
   EXPECT_NE(message({{7, 8}, {req}, {0, 1}}).find("one length"), std::string::npos);
   // Still usable: a valid step runs.
-  const Tensor l = m.forward({{7, 8}, {req, req}, {0, 1}});
+  const Tensor l = session.forward({{7, 8}, {req, req}, {0, 1}});
   EXPECT_EQ(l.size(0), 1);
-  m.free_request(req);
-  EXPECT_THROW(m.free_request(req), Error);
+  session.free_request(req);
+  EXPECT_THROW(session.free_request(req), Error);
 }
 
 // The attention runs through the backend the selector picks: forcing one that cannot serve the
@@ -200,6 +203,7 @@ TEST(DeepseekV4State, AttentionBackendComesFromTheSelector) {
   }
   ::setenv("DSA_ATTENTION_BACKEND", "cpu_reference", 1);
   auto m = load_tiny(Device::cpu());
-  const int req = m->add_request();
-  EXPECT_EQ(m->forward({{7, 8, 9}, {req, req, req}, {0, 1, 2}}).size(0), 1);
+  engine::Session session(*m);
+  const int64_t req = session.add_request();
+  EXPECT_EQ(session.forward({{7, 8, 9}, {req, req, req}, {0, 1, 2}}).size(0), 1);
 }

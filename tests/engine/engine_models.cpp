@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "dsa/engine/sampler.h"
+#include "dsa/engine/session.h"
 #include "dsa/model/checkpoint_tiny.h"
 
 namespace dsa::engine::test {
@@ -50,19 +51,20 @@ std::vector<std::vector<int32_t>> random_prompts(const std::vector<int64_t>& len
 
 std::vector<int32_t> greedy_direct(model::CausalLM& lm, const std::vector<int32_t>& prompt, int64_t max_tokens) {
   const int64_t V = lm.config().vocab_size;
-  const int id = lm.add_request();
-  model::ForwardBatch b;
+  Session session(lm);
+  const int64_t id = session.add_request();
+  ForwardBatch b;
   for (size_t i = 0; i < prompt.size(); ++i) {
     b.token_ids.push_back(prompt[i]);
     b.request.push_back(id);
     b.positions.push_back(static_cast<int64_t>(i));
   }
-  std::vector<int32_t> out{argmax_token(lm.forward(b).data<float>(), V)};
+  std::vector<int32_t> out{argmax_token(session.forward(b).data<float>(), V)};
   while (static_cast<int64_t>(out.size()) < max_tokens) {
-    model::ForwardBatch d{{out.back()}, {id}, {static_cast<int64_t>(prompt.size() + out.size() - 1)}};
-    out.push_back(argmax_token(lm.forward(d).data<float>(), V));
+    ForwardBatch d{{out.back()}, {id}, {static_cast<int64_t>(prompt.size() + out.size() - 1)}};
+    out.push_back(argmax_token(session.forward(d).data<float>(), V));
   }
-  lm.free_request(id);
+  session.free_request(id);
   return out;
 }
 

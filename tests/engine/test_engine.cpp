@@ -10,7 +10,6 @@
 
 #include "dsa/core/error.h"
 #include "dsa/engine/engine.h"
-#include "dsa/model/glm5/model.h"
 #include "engine_models.h"
 
 namespace dsa::engine::test {
@@ -220,46 +219,70 @@ INSTANTIATE_TEST_SUITE_P(Tiny, EngineTest, ::testing::Values("glm_moe_dsa", "dee
                          [](const auto& info) { return info.param == "glm_moe_dsa" ? "Glm5" : "DeepseekV4"; });
 
 // A GLM model with 2 KV pages (128 tokens): requests that together need more wait or are
-// preempted and recomputed, giving the same tokens; one that cannot fit even alone fails alone.
+// preempted and recomputed, giving the same tokens; one that could never fit is refused when it
+// is added (a capacity check, not a failed step), and the others keep running.
 TEST(EngineKv, PreemptsWhenTheCacheIsFull) {
-  model::glm5::Options mo;
-  mo.kv_pages = 2;
-  model::glm5::Model lm(tiny_model_dir("glm_moe_dsa"), Device::cpu(), mo);
-  const auto prompts = random_prompts({50, 45, 60}, lm.config().vocab_size, 4);
+  auto lm = load_tiny_lm("glm_moe_dsa");
+  const auto prompts = random_prompts({50, 45, 60}, lm->config().vocab_size, 4);
   std::vector<std::vector<int32_t>> alone;
-  for (const auto& p : prompts) alone.push_back(greedy_direct(lm, p, 20));
-  Engine e(lm);
+  for (const auto& p : prompts) alone.push_back(greedy_direct(*lm, p, 20));
+  EngineOptions o;
+  o.kv_blocks = 2;
+  o.max_model_len = 128;
+  Engine e(*lm, o);
+  EXPECT_EQ(e.capacity_tokens(), 128);
   const auto got = e.generate(prompts, {greedy(20)});
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(got[i].tokens, alone[i]) << "prompt " << i;
     EXPECT_EQ(got[i].finish, FinishReason::Length);
   }
   EXPECT_GT(e.num_preemptions(), 0);
-  // 140 tokens > 128: fails with a clear error; a small request beside it completes.
-  const auto big = random_prompts({120, 5}, lm.config().vocab_size, 6);
-  const auto res = e.generate(big, {greedy(20), greedy(3)});
-  EXPECT_EQ(res[0].finish, FinishReason::Error);
-  EXPECT_NE(res[0].error.find("KV cache"), std::string::npos) << res[0].error;
-  EXPECT_EQ(res[1].finish, FinishReason::Length);
-  EXPECT_EQ(res[1].tokens, greedy_direct(lm, big[1], 3));
+  EXPECT_EQ(e.kv_usage()[0].used_pages, 0);  // preemption and completion free exactly what was held
+  // 120 + 20 tokens > 128: refused at admission with a clear error; a small request completes.
+  const auto big = random_prompts({120, 5}, lm->config().vocab_size, 6);
+  try {
+    e.add_request(big[0], greedy(20));
+    ADD_FAILURE() << "a request larger than the whole KV cache was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("exceed"), std::string::npos) << err.what();
+  }
+  const auto res = e.generate({big[1]}, {greedy(3)});
+  EXPECT_EQ(res[0].finish, FinishReason::Length);
+  EXPECT_EQ(res[0].tokens, greedy_direct(*lm, big[1], 3));
   EXPECT_FALSE(e.has_unfinished());
+  // An engine whose cache cannot hold one request of max_model_len refuses to start.
+  o.max_model_len = 129;
+  try {
+    Engine too_small(*lm, o);
+    ADD_FAILURE() << "an engine started whose KV cache cannot hold one max_model_len request";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("cannot hold one request of max_model_len 129"), std::string::npos)
+        << err.what();
+  }
 }
 
-// DeepSeek-V4's KV manager registers at most 16 requests: with max_running above that, the
-// engine admits what the model takes and the rest wait (same tokens as alone).
-TEST(EngineKv, ModelRequestLimitKeepsRequestsWaiting) {
-  auto lm = load_tiny_lm("deepseek_v4");
-  const auto prompts = random_prompts(std::vector<int64_t>(18, 3), lm->config().vocab_size, 12);
+// max_running bounds the requests holding KV memory for both models; the rest wait, and every
+// request gives the tokens it gives alone.
+TEST_P(EngineTest, MaxRunningIsHonoured) {
+  const auto prompts = random_prompts(std::vector<int64_t>(10, 3), vocab(), 12);
   EngineOptions o;
-  o.max_running = 24;
+  o.max_running = 3;
   o.max_step_tokens = 64;
-  Engine e(*lm, o);
-  const auto got = e.generate(prompts, {greedy(2)});
-  for (size_t i : {size_t{0}, size_t{17}}) {
-    Engine one(*lm);
-    EXPECT_EQ(got[i].tokens, one.generate({prompts[i]}, {greedy(2)})[0].tokens) << "prompt " << i;
+  Engine e(lm(), o);
+  for (size_t i = 0; i < prompts.size(); ++i) e.add_request(prompts[i], greedy(4));
+  std::map<uint64_t, std::vector<int32_t>> got;
+  size_t most = 0;
+  while (e.has_unfinished()) {
+    for (const StepOutput& out : e.step()) got[out.id].insert(got[out.id].end(), out.new_tokens.begin(), out.new_tokens.end());
+    most = std::max(most, e.num_running());
+    EXPECT_LE(e.num_running(), 3u);
+    EXPECT_LE(e.kv().num_requests(), 3);
   }
-  for (const auto& c : got) EXPECT_EQ(c.finish, FinishReason::Length);
+  EXPECT_EQ(most, 3u);
+  for (size_t i : {size_t{0}, size_t{9}}) {
+    Engine one(lm());
+    EXPECT_EQ(got[i], one.generate({prompts[i]}, {greedy(4)})[0].tokens) << "prompt " << i;
+  }
 }
 
 }  // namespace

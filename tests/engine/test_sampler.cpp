@@ -1,10 +1,10 @@
 // Sampler: greedy is the argmax (lowest id on ties, NaN never wins), top_k = 1 and a tiny top_p
-// are greedy too, draws follow softmax(logits / temperature) within the cut, a seed reproduces.
+// are greedy too, draws follow softmax(logits / temperature) within the cut, a seed reproduces
+// (the draw of each position is a pure function of seed and position).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
-#include <random>
 #include <vector>
 
 #include "dsa/core/error.h"
@@ -16,8 +16,7 @@ namespace {
 TEST(Sampler, GreedyIsArgmax) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> l{0.5f, 2.f, nan, 2.f, -1.f};
-  std::mt19937_64 rng(1);
-  EXPECT_EQ(sample_token(l.data(), 5, SamplingParams{}, rng), 1);
+  EXPECT_EQ(sample_token(l.data(), 5, SamplingParams{}, 1, 0), 1);
   EXPECT_EQ(argmax_token(l.data(), 5), 1);
   std::vector<float> all_nan{nan, nan};
   EXPECT_THROW(argmax_token(all_nan.data(), 2), Error);
@@ -35,10 +34,9 @@ TEST(Sampler, TopKOneAndTinyTopPAreGreedy) {
   SamplingParams p0;
   p0.temperature = 5;
   p0.top_p = 1e-9;
-  std::mt19937_64 rng(7);
-  for (int i = 0; i < 50; ++i) {
-    EXPECT_EQ(sample_token(l.data(), 1000, k1, rng), best);
-    EXPECT_EQ(sample_token(l.data(), 1000, p0, rng), best);
+  for (uint64_t i = 0; i < 50; ++i) {
+    EXPECT_EQ(sample_token(l.data(), 1000, k1, 7, i), best);
+    EXPECT_EQ(sample_token(l.data(), 1000, p0, 7, i), best);
   }
 }
 
@@ -46,9 +44,8 @@ TEST(Sampler, TopKOneAndTinyTopPAreGreedy) {
 TEST(Sampler, DrawsFollowTheDistribution) {
   const std::vector<float> l{0.f, std::log(3.f), std::log(6.f), -50.f};  // p = 0.1, 0.3, 0.6, ~0
   auto freqs = [&](const SamplingParams& p) {
-    std::mt19937_64 rng(11);
     std::vector<double> f(4);
-    for (int i = 0; i < 40000; ++i) f[static_cast<size_t>(sample_token(l.data(), 4, p, rng))] += 1.0 / 40000;
+    for (uint64_t i = 0; i < 40000; ++i) f[static_cast<size_t>(sample_token(l.data(), 4, p, 11, i))] += 1.0 / 40000;
     return f;
   };
   SamplingParams t1;
@@ -85,9 +82,8 @@ TEST(Sampler, SeedReproduces) {
   SamplingParams p;
   p.temperature = 1;
   auto draws = [&](uint64_t seed) {
-    std::mt19937_64 rng(seed);
     std::vector<int32_t> v;
-    for (int i = 0; i < 20; ++i) v.push_back(sample_token(l.data(), 300, p, rng));
+    for (uint64_t i = 0; i < 20; ++i) v.push_back(sample_token(l.data(), 300, p, seed, i));
     return v;
   };
   EXPECT_EQ(draws(5), draws(5));

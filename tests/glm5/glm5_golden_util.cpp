@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dsa/engine/session.h"
 #include "dsa/model/safetensors.h"
 
 namespace dsa::test {
@@ -29,25 +30,29 @@ Glm5Golden read_glm5_golden(const std::string& name) {
 Glm5Run run_glm5_golden(model::CausalLM& lm, const Glm5Golden& g) {
   const int64_t V = lm.config().vocab_size, T = static_cast<int64_t>(g.prompt.size());
   const int64_t N = static_cast<int64_t>(g.decode_ids.size());
-  const int id = lm.add_request();
-  model::ForwardBatch b;
+  engine::SessionOptions so;
+  so.kv_blocks = (T + N) / 64 + 8;
+  so.max_step_tokens = std::max<int64_t>(T, 1);
+  engine::Session session(lm, so);
+  const int64_t id = session.add_request();
+  engine::ForwardBatch b;
   for (int64_t t = 0; t < T; ++t) {
     b.token_ids.push_back(g.prompt[t]);
     b.request.push_back(id);
     b.positions.push_back(t);
   }
   Glm5Run r;
-  r.prefill = lm.forward(b, true).to(Device::cpu()).contiguous();
+  r.prefill = session.forward(b, true).to(Device::cpu()).contiguous();
   EXPECT_EQ(r.prefill.shape(), (Shape{T, V}));
   r.decode = Tensor::empty({std::max<int64_t>(N - 1, 0), V}, DType::F32);
   // Decode: feed transformers' greedy tokens (teacher forcing keeps the rows comparable).
   for (int64_t i = 1; i < N; ++i) {
-    model::ForwardBatch d{{g.decode_ids[i - 1]}, {id}, {T + i - 1}};
-    const Tensor row = lm.forward(d).to(Device::cpu()).contiguous();
+    engine::ForwardBatch d{{g.decode_ids[i - 1]}, {id}, {T + i - 1}};
+    const Tensor row = session.forward(d).to(Device::cpu()).contiguous();
     EXPECT_EQ(row.shape(), (Shape{1, V}));
     r.decode.slice(0, i - 1, i).copy_from(row);
   }
-  lm.free_request(id);
+  session.free_request(id);
   return r;
 }
 

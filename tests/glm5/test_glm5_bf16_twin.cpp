@@ -23,6 +23,7 @@
 #include "common/testing.h"
 #include "dsa/core/dtype_conv.h"
 #include "dsa/formats/fp8_block.h"
+#include "dsa/engine/session.h"
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/checkpoint.h"
 #include "glm5_test_util.h"
@@ -53,14 +54,15 @@ LmRun run_lm(const std::string& dir, Device dev, const std::vector<int32_t>& p, 
   auto lm = model::load_causal_lm(dir, dev);
   LmRun r;
   r.V = lm->config().vocab_size;
-  const int id = lm->add_request();
-  model::ForwardBatch b;
+  engine::Session session(*lm);
+  const int64_t id = session.add_request();
+  engine::ForwardBatch b;
   for (size_t t = 0; t < p.size(); ++t) {
     b.token_ids.push_back(p[t]);
     b.request.push_back(id);
     b.positions.push_back(static_cast<int64_t>(t));
   }
-  Tensor logits = lm->forward(b, true).to(Device::cpu());
+  Tensor logits = session.forward(b, true).to(Device::cpu());
   auto add = [&](const Tensor& l) {
     const float* d = l.data<float>();
     for (int64_t i = 0; i < l.size(0); ++i) {
@@ -72,10 +74,10 @@ LmRun run_lm(const std::string& dir, Device dev, const std::vector<int32_t>& p, 
   for (int s = 0; s < steps; ++s) {
     const size_t pos = p.size() + static_cast<size_t>(s);
     const int32_t next = forced.empty() ? r.tokens.back() : forced.at(pos - 1);
-    model::ForwardBatch d{{next}, {id}, {static_cast<int64_t>(pos)}};
-    add(lm->forward(d).to(Device::cpu()));
+    engine::ForwardBatch d{{next}, {id}, {static_cast<int64_t>(pos)}};
+    add(session.forward(d).to(Device::cpu()));
   }
-  lm->free_request(id);
+  session.free_request(id);
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/testing.h"
+#include "dsa/engine/session.h"
 #include "dsa/model/causal_lm.h"
 #include "glm5_test_util.h"
 
@@ -35,7 +36,7 @@ std::vector<int32_t> prompt(int n, uint64_t seed) {
   return p;
 }
 
-void append(model::ForwardBatch& b, int req, const std::vector<int32_t>& ids, int64_t from, int64_t to) {
+void append(engine::ForwardBatch& b, int64_t req, const std::vector<int32_t>& ids, int64_t from, int64_t to) {
   for (int64_t t = from; t < to; ++t) {
     b.token_ids.push_back(ids[t]);
     b.request.push_back(req);
@@ -46,26 +47,28 @@ void append(model::ForwardBatch& b, int req, const std::vector<int32_t>& ids, in
 }  // namespace
 
 TEST(Glm5Chunked, ChunkedPrefillAndRaggedBatchMatchFullPrefill) {
-  auto lm = model::load_causal_lm(test::glm5_tiny_dir(), Device::cpu());
-  const int64_t V = lm->config().vocab_size;
+  auto model = model::load_causal_lm(test::glm5_tiny_dir(), Device::cpu());
+  engine::Session s(*model);
+  engine::Session* lm = &s;
+  const int64_t V = model->config().vocab_size;
   const std::vector<int32_t> p = prompt(150, 7);  // > 2 pages of 64, > index_topk
   const int64_t T = static_cast<int64_t>(p.size());
 
   // Reference: one request, one full prefill.
-  const int a = lm->add_request();
-  model::ForwardBatch full;
+  const int64_t a = lm->add_request();
+  engine::ForwardBatch full;
   append(full, a, p, 0, T);
   const Tensor ref = lm->forward(full, true);
 
   // Request b in chunks of 50, 14 (page boundary at 64) and 86; request c is prefilled in the
   // same forwards (ragged batches of two requests) with a shorter prompt.
-  const int b = lm->add_request(), c = lm->add_request();
+  const int64_t b = lm->add_request(), c = lm->add_request();
   const std::vector<int32_t> pc = prompt(40, 9);
   const std::vector<std::pair<int64_t, int64_t>> chunks = {{0, 50}, {50, 64}, {64, T}};
   const std::vector<std::pair<int64_t, int64_t>> chunks_c = {{0, 1}, {1, 39}, {39, 40}};
   double worst = 0;
   for (size_t k = 0; k < chunks.size(); ++k) {
-    model::ForwardBatch batch;
+    engine::ForwardBatch batch;
     append(batch, c, pc, chunks_c[k].first, chunks_c[k].second);
     const int64_t off = static_cast<int64_t>(batch.token_ids.size());
     append(batch, b, p, chunks[k].first, chunks[k].second);
@@ -74,8 +77,8 @@ TEST(Glm5Chunked, ChunkedPrefillAndRaggedBatchMatchFullPrefill) {
     worst = std::max(worst, max_diff(got.data<float>() + off * V, ref.data<float>() + chunks[k].first * V, n * V));
   }
   // c alone in one forward equals c built up inside the ragged batches.
-  const int c2 = lm->add_request();
-  model::ForwardBatch solo;
+  const int64_t c2 = lm->add_request();
+  engine::ForwardBatch solo;
   append(solo, c2, pc, 0, 40);
   const Tensor c_solo = lm->forward(solo);
 
@@ -84,7 +87,7 @@ TEST(Glm5Chunked, ChunkedPrefillAndRaggedBatchMatchFullPrefill) {
   double worst_decode = 0;
   int32_t next_ab = 5, next_c = 9;
   for (int step = 0; step < 4; ++step) {
-    model::ForwardBatch d{{next_ab, next_c, next_ab, next_c}, {a, c, b, c2}, {T + step, 40 + step, T + step, 40 + step}};
+    engine::ForwardBatch d{{next_ab, next_c, next_ab, next_c}, {a, c, b, c2}, {T + step, 40 + step, T + step, 40 + step}};
     const Tensor rows = lm->forward(d);
     ASSERT_EQ(rows.shape(), (Shape{4, V}));
     worst_decode = std::max(worst_decode, max_diff(rows.data<float>(), rows.data<float>() + 2 * V, V));
@@ -98,20 +101,22 @@ TEST(Glm5Chunked, ChunkedPrefillAndRaggedBatchMatchFullPrefill) {
   EXPECT_LE(worst, kTol);
   EXPECT_LE(worst_decode, kTol);
   EXPECT_TRUE(c_solo.defined());
-  for (int id : {a, b, c, c2}) lm->free_request(id);
+  for (int64_t id : {a, b, c, c2}) lm->free_request(id);
 }
 
 TEST(Glm5Chunked, RejectsBadBatches) {
-  auto lm = model::load_causal_lm(test::glm5_tiny_dir(), Device::cpu());
-  const int a = lm->add_request(), b = lm->add_request();
-  EXPECT_THROW(lm->forward(model::ForwardBatch{{3}, {a}, {1}}), Error);       // position skips 0
-  EXPECT_THROW(lm->forward(model::ForwardBatch{{3}, {a + 7}, {0}}), Error);   // unknown request
-  EXPECT_THROW(lm->forward(model::ForwardBatch{{9999}, {a}, {0}}), Error);    // id outside the vocabulary
-  EXPECT_THROW(lm->forward(model::ForwardBatch{{3, 4, 5}, {a, b, a}, {0, 0, 1}}), Error);  // a split in two runs
-  EXPECT_THROW(lm->forward(model::ForwardBatch{{3, 4}, {a}, {0, 1}}), Error);             // lengths differ
-  EXPECT_THROW(lm->forward(model::ForwardBatch{}), Error);
+  auto model = model::load_causal_lm(test::glm5_tiny_dir(), Device::cpu());
+  engine::Session s(*model);
+  engine::Session* lm = &s;
+  const int64_t a = lm->add_request(), b = lm->add_request();
+  EXPECT_THROW(lm->forward(engine::ForwardBatch{{3}, {a}, {1}}), Error);       // position skips 0
+  EXPECT_THROW(lm->forward(engine::ForwardBatch{{3}, {a + 7}, {0}}), Error);   // unknown request
+  EXPECT_THROW(lm->forward(engine::ForwardBatch{{9999}, {a}, {0}}), Error);    // id outside the vocabulary
+  EXPECT_THROW(lm->forward(engine::ForwardBatch{{3, 4, 5}, {a, b, a}, {0, 0, 1}}), Error);  // a split in two runs
+  EXPECT_THROW(lm->forward(engine::ForwardBatch{{3, 4}, {a}, {0, 1}}), Error);             // lengths differ
+  EXPECT_THROW(lm->forward(engine::ForwardBatch{}), Error);
   // After the errors the requests still work from position 0.
-  EXPECT_EQ(lm->forward(model::ForwardBatch{{3, 4}, {a, a}, {0, 1}}).size(0), 1);
+  EXPECT_EQ(lm->forward(engine::ForwardBatch{{3, 4}, {a, a}, {0, 1}}).size(0), 1);
   lm->free_request(a);
   lm->free_request(b);
   EXPECT_THROW(lm->free_request(a), Error);

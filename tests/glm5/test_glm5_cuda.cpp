@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/testing.h"
+#include "dsa/engine/session.h"
 #include "dsa/model/glm5/model.h"
 #include "glm5_test_util.h"
 
@@ -32,16 +33,17 @@ namespace {
 // Logits [topk][V] of prefill(ids[0 .. topk-2]) then decode(ids[topk-1]).
 Tensor run(model::glm5::Model& m, const std::vector<int32_t>& ids) {
   const int64_t n = static_cast<int64_t>(ids.size()), V = m.config().vocab_size;
-  const int id = m.add_request();
-  model::ForwardBatch pre;
+  engine::Session session(m);
+  const int64_t id = session.add_request();
+  engine::ForwardBatch pre;
   for (int64_t t = 0; t + 1 < n; ++t) {
     pre.token_ids.push_back(ids[t]);
     pre.request.push_back(id);
     pre.positions.push_back(t);
   }
-  const Tensor a = m.forward(pre, true);
-  const Tensor b = m.forward(model::ForwardBatch{{ids[n - 1]}, {id}, {n - 1}});
-  m.free_request(id);
+  const Tensor a = session.forward(pre, true);
+  const Tensor b = session.forward(engine::ForwardBatch{{ids[n - 1]}, {id}, {n - 1}});
+  session.free_request(id);
   Tensor out = Tensor::empty({n, V}, DType::F32);
   out.slice(0, 0, n - 1).copy_from(a);
   out.slice(0, n - 1, n).copy_from(b);

@@ -17,8 +17,8 @@ std::vector<Entry>& registry() {
   return r;
 }
 
-bool add_bench(std::string name, std::string help, Fn fn) {
-  registry().push_back({std::move(name), std::move(help), std::move(fn)});
+bool add_bench(std::string name, std::string help, Fn fn, bool model_options) {
+  registry().push_back({std::move(name), std::move(help), std::move(fn), model_options});
   return true;
 }
 

@@ -14,6 +14,13 @@ struct Options {
   std::string json_path;  // empty: no JSON
   bool quick = false;     // fewer shapes/repeats (smoke runs)
   int device = 0;
+  // Model benchmarks (Entry::model_options): a checkpoint, or a real-shape preset written with
+  // fast-filled weights, the batch sizes and context to measure.
+  std::string model, preset;
+  int64_t layers = 0;
+  std::string batch = "1,8,32,128";
+  int64_t context = 512;
+  std::string device_name = "cuda";  // "cpu" runs on the host (tiny presets; a smoke run)
 };
 
 struct Row {
@@ -29,9 +36,10 @@ using Fn = std::function<std::vector<Row>(const Options&)>;
 struct Entry {
   std::string name, help;
   Fn fn;
+  bool model_options = false;  // takes --model/--preset/--layers/--batch/--context
 };
 std::vector<Entry>& registry();
-bool add_bench(std::string name, std::string help, Fn fn);
+bool add_bench(std::string name, std::string help, Fn fn, bool model_options = false);
 
 // Prints rows as an aligned table (extra's scalar members become columns).
 void print_table(const std::string& title, const std::vector<Row>& rows);

@@ -1,5 +1,6 @@
 #include "dsa/core/cuda_memory.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -66,10 +67,97 @@ void release_locked(DeviceCache& d, int device) {
   d.free_blocks.clear();
 }
 
+thread_local StepArena* t_arena = nullptr;
+
+struct ArenaRegistry {
+  std::mutex mu;
+  std::vector<StepArena*> arenas;
+};
+ArenaRegistry& arenas() {
+  static ArenaRegistry* r = new ArenaRegistry();
+  return *r;
+}
+StepArena* arena_owning(const void* p) {
+  ArenaRegistry& r = arenas();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (StepArena* a : r.arenas)
+    if (a->owns(p)) return a;
+  return nullptr;
+}
+
 }  // namespace
+
+StepArena::StepArena(int device, size_t capacity) : device_(device), capacity_((capacity + 255) / 256 * 256) {
+  DSA_CUDA_CHECK(cudaSetDevice(device));
+  if (capacity_ > 0) {
+    void* p = nullptr;
+    DSA_CUDA_CHECK(cudaMalloc(&p, capacity_));
+    base_ = static_cast<char*>(p);
+  }
+  ArenaRegistry& r = arenas();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.arenas.push_back(this);
+}
+
+StepArena::~StepArena() {
+  {
+    ArenaRegistry& r = arenas();
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.arenas.erase(std::find(r.arenas.begin(), r.arenas.end(), this));
+  }
+  if (base_) {
+    cudaSetDevice(device_);
+    cudaFree(base_);
+  }
+}
+
+void* StepArena::try_alloc(size_t nbytes) {
+  const size_t n = (nbytes + 255) / 256 * 256;
+  if (used_ + n > capacity_) {
+    overflow_ += n;
+    high_ = std::max(high_, used_ + overflow_);
+    return nullptr;
+  }
+  void* p = base_ + used_;
+  used_ += n;
+  ++live_;
+  high_ = std::max(high_, used_ + overflow_);
+  return p;
+}
+
+bool StepArena::owns(const void* p) const {
+  const char* c = static_cast<const char*>(p);
+  return base_ && c >= base_ && c < base_ + capacity_;
+}
+
+void StepArena::release(const void*) { --live_; }
+
+void StepArena::reset() {
+  DSA_CHECK(live_ == 0, "step arena on cuda:{}: {} tensors allocated during the last step are still alive (a "
+            "workspace that outlives a step must be allocated under cuda_memory::PersistentScope)", device_, live_);
+  if (high_ > capacity_) {  // grow between steps to what the largest step needed
+    const size_t want = (high_ + high_ / 8 + 255) / 256 * 256;
+    DSA_CUDA_CHECK(cudaSetDevice(device_));
+    if (base_) DSA_CUDA_CHECK(cudaFree(base_));
+    base_ = nullptr;
+    void* p = nullptr;
+    DSA_CUDA_CHECK(cudaMalloc(&p, want));
+    base_ = static_cast<char*>(p);
+    capacity_ = want;
+  }
+  used_ = 0;
+  overflow_ = 0;
+}
+
+ArenaScope::ArenaScope(StepArena& arena) : prev_(t_arena) { t_arena = &arena; }
+ArenaScope::~ArenaScope() { t_arena = prev_; }
+PersistentScope::PersistentScope() : prev_(t_arena) { t_arena = nullptr; }
+PersistentScope::~PersistentScope() { t_arena = prev_; }
 
 void* alloc(size_t nbytes, int device) {
   if (nbytes == 0) return nullptr;
+  if (t_arena && t_arena->device() == device)
+    if (void* p = t_arena->try_alloc(nbytes)) return p;
   DSA_CUDA_CHECK(cudaSetDevice(device));
   const size_t size = caching_enabled() ? rounded_size(nbytes) : nbytes;
   Caches& c = caches();
@@ -82,6 +170,7 @@ void* alloc(size_t nbytes, int device) {
       d.free_blocks.erase(it);
       d.stats.cached_bytes -= size;
       d.stats.allocated_bytes += size;
+      d.stats.peak_allocated_bytes = std::max(d.stats.peak_allocated_bytes, d.stats.allocated_bytes);
       ++d.stats.reuses;
       d.live[p] = size;
       return p;
@@ -101,12 +190,17 @@ void* alloc(size_t nbytes, int device) {
   }
   ++d.stats.device_allocs;
   d.stats.allocated_bytes += size;
+  d.stats.peak_allocated_bytes = std::max(d.stats.peak_allocated_bytes, d.stats.allocated_bytes);
   d.live[p] = size;
   return p;
 }
 
 void free(void* p, int device) noexcept {
   if (!p) return;
+  if (StepArena* a = arena_owning(p)) {
+    a->release(p);
+    return;
+  }
   Caches& c = caches();
   std::lock_guard<std::mutex> lock(c.mu);
   DeviceCache& d = c.dev[device];
@@ -138,6 +232,13 @@ void release_cached(int device) {
   Caches& c = caches();
   std::lock_guard<std::mutex> lock(c.mu);
   release_locked(c.dev[device], device);
+}
+
+void reset_peak(int device) {
+  Caches& c = caches();
+  std::lock_guard<std::mutex> lock(c.mu);
+  DeviceCache& d = c.dev[device];
+  d.stats.peak_allocated_bytes = d.stats.allocated_bytes;
 }
 
 static cudaMemcpyKind kind_of(Dir dir) {
@@ -181,8 +282,19 @@ void copy_async(void*, const void*, size_t, Dir) { no_cuda(); }
 void memset(void*, int, size_t) { no_cuda(); }
 void* alloc_pinned(size_t) { no_cuda(); }
 void free_pinned(void*) noexcept {}
+StepArena::StepArena(int device, size_t) : device_(device) { no_cuda(); }
+StepArena::~StepArena() = default;
+void StepArena::reset() {}
+void* StepArena::try_alloc(size_t) { return nullptr; }
+bool StepArena::owns(const void*) const { return false; }
+void StepArena::release(const void*) {}
+ArenaScope::ArenaScope(StepArena&) : prev_(nullptr) {}
+ArenaScope::~ArenaScope() = default;
+PersistentScope::PersistentScope() : prev_(nullptr) {}
+PersistentScope::~PersistentScope() = default;
 CacheStats cache_stats(int) { return {}; }
 void release_cached(int) {}
+void reset_peak(int) {}
 #endif
 
 }  // namespace dsa::cuda_memory

@@ -13,6 +13,7 @@
 // DSA_CUDA_CACHE=0 turns caching off (every free is a cudaFree).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 namespace dsa::cuda_memory {
 
@@ -32,6 +33,7 @@ void free_pinned(void* p) noexcept;
 
 struct CacheStats {
   size_t allocated_bytes = 0;  // in use by tensors (rounded sizes)
+  size_t peak_allocated_bytes = 0;  // the most allocated_bytes ever was (reset_peak sets it to now)
   size_t cached_bytes = 0;     // freed, kept for reuse
   size_t device_allocs = 0;    // cudaMalloc calls so far
   size_t reuses = 0;           // alloc() calls served from the cache
@@ -39,7 +41,69 @@ struct CacheStats {
 CacheStats cache_stats(int device);
 // Returns every cached (free) block of `device` to CUDA (cudaFree; synchronises the device).
 void release_cached(int device);
+// Sets the peak of allocated_bytes to its current value.
+void reset_peak(int device);
 // The size a request of n bytes occupies (the rounding above); exposed for tests.
 size_t rounded_size(size_t n);
+
+}  // namespace dsa::cuda_memory
+
+namespace dsa::cuda_memory {
+
+// A step arena: while an ArenaScope is active on a thread, the CUDA allocations that thread makes
+// on the arena's device come from one preallocated buffer by bumping an offset (256-byte
+// aligned), and frees cost nothing. reset() between steps rewinds the offset, so a step that
+// makes the same allocations gets the same addresses every time (what CUDA graph capture needs).
+// A step whose temporaries exceed the capacity takes the rest from the caching allocator and the
+// next reset() grows the arena to the high-water mark (one cudaFree + cudaMalloc between steps).
+// reset() throws if a tensor allocated in the last step is still alive: such a tensor would be
+// overwritten by the next step, so it must be allocated under a PersistentScope instead
+// (workspaces that live across steps).
+class StepArena {
+ public:
+  StepArena(int device, size_t capacity);
+  ~StepArena();
+  StepArena(const StepArena&) = delete;
+  StepArena& operator=(const StepArena&) = delete;
+  void reset();
+  int device() const { return device_; }
+  size_t capacity() const { return capacity_; }
+  size_t used() const { return used_; }
+  size_t high_water() const { return high_; }
+  int64_t live() const { return live_; }
+  // Internal (cuda_memory.cpp): nullptr when the arena is full.
+  void* try_alloc(size_t nbytes);
+  bool owns(const void* p) const;
+  void release(const void* p);
+
+ private:
+  int device_;
+  char* base_ = nullptr;
+  size_t capacity_ = 0, used_ = 0, high_ = 0, overflow_ = 0;
+  int64_t live_ = 0;
+};
+
+class ArenaScope {
+ public:
+  explicit ArenaScope(StepArena& arena);
+  ~ArenaScope();
+  ArenaScope(const ArenaScope&) = delete;
+  ArenaScope& operator=(const ArenaScope&) = delete;
+
+ private:
+  StepArena* prev_;
+};
+
+// Suspends this thread's arena (allocations go to the caching allocator) for the scope.
+class PersistentScope {
+ public:
+  PersistentScope();
+  ~PersistentScope();
+  PersistentScope(const PersistentScope&) = delete;
+  PersistentScope& operator=(const PersistentScope&) = delete;
+
+ private:
+  StepArena* prev_;
+};
 
 }  // namespace dsa::cuda_memory

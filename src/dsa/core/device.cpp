@@ -117,3 +117,28 @@ std::vector<std::string> build_cuda_arch_list() {
 }
 
 }  // namespace dsa
+
+namespace dsa {
+
+DeviceMemory cuda_memory_info(int index) {
+#ifdef DSA_WITH_CUDA
+  int prev = 0;
+  cudaGetDevice(&prev);
+  if (cudaSetDevice(index) != cudaSuccess) {
+    cudaGetLastError();
+    fail("cuda:{}: no such CUDA device ({})", index, cuda_unavailable_reason());
+  }
+  DeviceMemory m;
+  const cudaError_t e = cudaMemGetInfo(&m.free, &m.total);
+  cudaSetDevice(prev);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    fail("cudaMemGetInfo on cuda:{} failed: {}", index, cudaGetErrorString(e));
+  }
+  return m;
+#else
+  fail("cuda:{}: this build has no CUDA", index);
+#endif
+}
+
+}  // namespace dsa

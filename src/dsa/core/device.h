@@ -42,6 +42,12 @@ std::optional<Capability> capability_override();
 // the hardware's. nullopt when there is no such device (and no override).
 std::optional<Capability> effective_capability(int index = 0);
 
+// Free and total device memory of CUDA device `index` now (cudaMemGetInfo). Throws without CUDA.
+struct DeviceMemory {
+  size_t free = 0, total = 0;
+};
+DeviceMemory cuda_memory_info(int index);
+
 struct BuildInfo {
   std::string version;
   bool cuda = false;

@@ -7,7 +7,6 @@
 
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
-#include "dsa/engine/kv_manager.h"
 #include "dsa/engine/sampler.h"
 
 namespace dsa::engine {
@@ -24,31 +23,63 @@ const char* finish_reason_name(FinishReason r) {
 }
 
 void EngineOptions::validate() const {
-  DSA_CHECK(max_running >= 1, "engine: max_running must be >= 1, got {}", max_running);
-  DSA_CHECK(max_step_tokens >= max_running, "engine: max_step_tokens ({}) must be >= max_running ({})",
+  DSA_CHECK(max_running >= 1, "engine: max_running (--max-num-seqs) must be >= 1, got {}", max_running);
+  DSA_CHECK(max_step_tokens >= max_running,
+            "engine: max_step_tokens (--max-num-batched-tokens, {}) must be >= max_running (--max-num-seqs, {})",
             max_step_tokens, max_running);
   DSA_CHECK(max_prefill_chunk >= 0, "engine: max_prefill_chunk must be >= 0, got {}", max_prefill_chunk);
   DSA_CHECK(max_model_len >= 0, "engine: max_model_len must be >= 0, got {}", max_model_len);
+  DSA_CHECK(kv_blocks >= 0, "engine: kv_blocks must be >= 0, got {}", kv_blocks);
+  memory.validate();
 }
 
 Engine::Engine(model::CausalLM& lm, EngineOptions options) : lm_(lm), opt_(std::move(options)) {
   opt_.validate();
-  const int64_t ctx = lm_.config().max_position_embeddings;
+  const model::ModelConfig& cfg = lm_.config();
+  const int64_t ctx = cfg.max_position_embeddings;
   max_model_len_ = opt_.max_model_len > 0 ? opt_.max_model_len : ctx;
   DSA_CHECK(max_model_len_ >= 1 && (ctx <= 0 || max_model_len_ <= ctx),
             "engine: max_model_len {} exceeds the model's max_position_embeddings {}", max_model_len_, ctx);
   for (int32_t t : opt_.eos_token_ids)
-    DSA_CHECK(t >= 0 && t < lm_.config().vocab_size, "engine: eos id {} is outside the vocabulary [0, {})", t,
-              lm_.config().vocab_size);
+    DSA_CHECK(t >= 0 && t < cfg.vocab_size, "engine: eos id {} is outside the vocabulary [0, {})", t, cfg.vocab_size);
+
+  kv::KvManagerOptions ko;
+  ko.device = lm_.device();
+  ko.max_requests = opt_.max_running;
+  ko.max_step_tokens = opt_.max_step_tokens;
+  ko.max_position = max_model_len_;
+  std::string how;
+  if (opt_.kv_blocks > 0) {
+    ko.num_blocks = opt_.kv_blocks;
+    how = fmt::format("{} pages per cache group", opt_.kv_blocks);
+  } else {
+    const KvBudget b = kv_budget(lm_.device(), opt_.memory, opt_.max_step_tokens, cfg.hidden_size, cfg.vocab_size);
+    ko.budget_bytes = b.bytes;
+    how = b.how;
+  }
+  kv_ = std::make_unique<kv::KvManager>(lm_.kv_requirements(), ko);
+  DSA_CHECK(kv_->fits_alone(max_model_len_),
+            "engine: the KV cache ({}: {} tokens of context) cannot hold one request of max_model_len {} tokens: give "
+            "more memory (--gpu-memory-utilization, --kv-cache-memory) or a smaller --max-model-len",
+            how, kv_->capacity_tokens(), max_model_len_);
+  lm_.reserve(opt_.max_step_tokens, opt_.max_running);
+  runner_ = std::make_unique<ModelRunner>(lm_, *kv_);
+  if (opt_.log_capacity)
+    log_info("KV cache: {:.2f} GiB ({}) holds {} tokens of context = {} concurrent requests of {} tokens (max_running "
+             "{}, max_step_tokens {})",
+             static_cast<double>(kv_->total_bytes()) / (1 << 30), how, kv_->capacity_tokens(), capacity_requests(),
+             max_model_len_, opt_.max_running, opt_.max_step_tokens);
 }
 
-Engine::~Engine() {
-  for (Sequence* s : running_) {
-    try {
-      lm_.free_request(s->model_id);
-    } catch (const std::exception&) {
-    }
+Engine::~Engine() = default;
+
+int64_t Engine::capacity_requests() const {
+  int64_t n = opt_.max_running;
+  for (int g = 0; g < static_cast<int>(kv_->groups().size()); ++g) {
+    const int64_t per = std::max<int64_t>(kv_->pages_for(g, max_model_len_), 1);
+    n = std::min(n, kv_->num_pages(g) / per);
   }
+  return n;
 }
 
 void Engine::check_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const {
@@ -62,6 +93,9 @@ void Engine::check_request(const std::vector<int32_t>& prompt, const SamplingPar
   DSA_CHECK(need <= max_model_len_,
             "prompt ({} tokens) + max_tokens ({}) = {} exceeds the maximum context length {}", prompt.size(),
             params.max_tokens, need, max_model_len_);
+  DSA_CHECK(kv_->fits_alone(need),
+            "prompt ({} tokens) + max_tokens ({}) = {} tokens exceed what the whole KV cache can hold ({} tokens)",
+            prompt.size(), params.max_tokens, need, kv_->capacity_tokens());
 }
 
 uint64_t Engine::add_request(std::vector<int32_t> prompt, const SamplingParams& params) {
@@ -71,7 +105,7 @@ uint64_t Engine::add_request(std::vector<int32_t> prompt, const SamplingParams& 
   s->prompt_len = static_cast<int64_t>(prompt.size());
   s->tokens = std::move(prompt);
   s->params = params;
-  s->rng.seed(params.seed ? *params.seed : std::random_device{}());
+  s->seed = params.seed ? *params.seed : std::random_device{}() * 0x100000000ull + std::random_device{}();
   waiting_.push_back(s.get());
   const uint64_t id = s->id;
   seqs_[id] = std::move(s);
@@ -87,12 +121,13 @@ StepOutput Engine::report(const Sequence& s) const {
 }
 
 void Engine::finish(Sequence& s, FinishReason r, std::vector<StepOutput>& out, std::string error) {
-  if (s.model_id >= 0) {
-    lm_.free_request(s.model_id);
+  if (s.running) {
+    kv_->release(static_cast<kv::RequestId>(s.id));
     running_.erase(std::find(running_.begin(), running_.end(), &s));
     admission_blocked_ = false;  // pages came free
   } else {
-    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &s));
+    auto it = std::find(waiting_.begin(), waiting_.end(), &s);
+    if (it != waiting_.end()) waiting_.erase(it);
   }
   // The caller may already hold this step's output for s (its last token): merge into it.
   auto it = std::find_if(out.begin(), out.end(), [&](const StepOutput& o) { return o.id == s.id; });
@@ -112,106 +147,153 @@ void Engine::abort(uint64_t id) {
   finish(*it->second, FinishReason::Abort, pending_);
 }
 
+void Engine::preempt(Sequence* s) {
+  running_.erase(std::find(running_.begin(), running_.end(), s));
+  kv_->release(static_cast<kv::RequestId>(s->id));
+  s->running = false;
+  s->computed = 0;
+  waiting_.push_front(s);
+  admission_blocked_ = true;  // until a request finishes: no thrashing between preempted requests
+  ++preemptions_;
+  log_info("engine: KV cache full; request {} preempted ({} tokens will be recomputed)", s->id, s->tokens.size());
+}
+
 std::vector<Engine::Slot> Engine::schedule() {
   std::vector<Slot> plan;
+  kv::Batch b;
+  auto add = [&](Sequence* s, int64_t count) {
+    b.add_positions(static_cast<kv::RequestId>(s->id), s->computed, count);
+    plan.push_back({s, count});
+  };
+  auto drop_last = [&] {
+    const int64_t n = plan.back().count;
+    b.request.resize(b.request.size() - static_cast<size_t>(n));
+    b.position.resize(b.position.size() - static_cast<size_t>(n));
+    plan.pop_back();
+  };
+  auto fits = [&] { return kv_->demand(b).fits(); };
   int64_t budget = opt_.max_step_tokens;
   const int64_t chunk_cap = opt_.max_prefill_chunk > 0 ? opt_.max_prefill_chunk : opt_.max_step_tokens;
+
+  // 1. decodes; when their pages do not fit, preempt the newest running requests
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence* s = running_[i];
+    if (s->remaining() != 1 || budget == 0) continue;
+    add(s, 1);
+    while (!fits()) {
+      Sequence* victim = running_.back();
+      if (plan.back().seq == victim) drop_last();
+      else
+        for (size_t j = 0; j < plan.size(); ++j)
+          if (plan[j].seq == victim) {  // not the last: rebuild the batch without it
+            plan.erase(plan.begin() + static_cast<int64_t>(j));
+            b = kv::Batch{};
+            for (const Slot& sl : plan) b.add_positions(static_cast<kv::RequestId>(sl.seq->id), sl.seq->computed, sl.count);
+            break;
+          }
+      preempt(victim);
+      if (victim == s) break;
+    }
+    if (std::find(running_.begin(), running_.end(), s) == running_.end()) break;  // s itself was preempted
+    budget -= 1;
+  }
+  budget = opt_.max_step_tokens - b.num_tokens();
+  // 2. prefill chunks of running requests: the largest chunk (halving) whose pages fit
+  for (Sequence* s : running_) {
+    if (s->remaining() <= 1 || budget == 0) continue;
+    for (int64_t c = std::min({s->remaining(), budget, chunk_cap}); c > 0; c /= 2) {
+      add(s, c);
+      if (fits()) break;
+      drop_last();
+    }
+    if (!plan.empty() && plan.back().seq == s) budget -= plan.back().count;
+  }
+  // 3. admissions, in arrival order, while a first chunk fits
   if (running_.empty()) admission_blocked_ = false;  // nothing left to wait for
-  for (Sequence* s : running_)
-    if (s->remaining() == 1 && budget > 0) {
-      plan.push_back({s, 1});
-      budget -= 1;
-    }
-  for (Sequence* s : running_)
-    if (s->remaining() > 1 && budget > 0) {
-      const int64_t c = std::min({s->remaining(), budget, chunk_cap});
-      plan.push_back({s, c});
-      budget -= c;
-    }
-  while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < opt_.max_running &&
-         !admission_blocked_) {
+  while (!admission_blocked_ && !waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < opt_.max_running) {
     Sequence* s = waiting_.front();
-    try {
-      s->model_id = lm_.add_request();
-    } catch (const Error&) {
-      // The model holds fewer requests than max_running (DeepSeek-V4's KV manager: its
-      // max_requests): wait for one to finish. With none running, that is a real error.
-      if (running_.empty()) throw;
+    const auto id = static_cast<kv::RequestId>(s->id);
+    if (!kv_->can_admit(std::min({s->remaining(), budget, chunk_cap}))) break;
+    kv_->add_request(id);
+    add(s, std::min({s->remaining(), budget, chunk_cap}));
+    if (!fits()) {
+      drop_last();
+      kv_->release(id);
       break;
     }
     waiting_.pop_front();
+    s->running = true;
     running_.push_back(s);
-    const int64_t c = std::min({s->remaining(), budget, chunk_cap});
-    plan.push_back({s, c});
-    budget -= c;
+    budget -= plan.back().count;
   }
   return plan;
-}
-
-void Engine::preempt_last() {
-  Sequence* s = running_.back();
-  running_.pop_back();
-  lm_.free_request(s->model_id);
-  s->model_id = -1;
-  s->computed = 0;
-  waiting_.push_front(s);
-  admission_blocked_ = true;
-  ++preemptions_;
-  log_info("engine: KV cache full; request {} preempted ({} tokens will be recomputed)", s->id, s->tokens.size());
 }
 
 std::vector<StepOutput> Engine::step() {
   std::vector<StepOutput> out = std::move(pending_);
   pending_.clear();
-  const int64_t V = lm_.config().vocab_size;
-  for (;;) {
-    const std::vector<Slot> plan = schedule();
-    if (plan.empty()) return out;
-    model::ForwardBatch b;
-    for (const Slot& sl : plan)
-      for (int64_t i = 0; i < sl.count; ++i) {
-        const int64_t pos = sl.seq->computed + i;
-        b.token_ids.push_back(sl.seq->tokens[static_cast<size_t>(pos)]);
-        b.request.push_back(sl.seq->model_id);
-        b.positions.push_back(pos);
-      }
-    Tensor logits;
-    try {
-      logits = lm_.forward(b);
-    } catch (const KvOutOfMemory& e) {
-      if (running_.size() > 1) {
-        preempt_last();
-        continue;
-      }
+  std::vector<Slot> plan = schedule();
+  // Nothing fits (prefilling requests holding the pages each other needs): make room by
+  // preempting the newest until something runs.
+  while (plan.empty() && running_.size() > 1) {
+    preempt(running_.back());
+    plan = schedule();
+  }
+  if (plan.empty()) {
+    // A request that cannot get its pages even alone (cannot happen for requests that passed
+    // check_request, but never spin on it).
+    if (!running_.empty()) {
       Sequence& s = *running_.front();
       finish(s, FinishReason::Error, out,
-             fmt::format("the KV cache cannot hold this request even alone ({} tokens): {}", s.tokens.size(),
-                         e.what()));
-      continue;
-    }
-    DSA_CHECK(logits.dim() == 2 && logits.size(0) == static_cast<int64_t>(plan.size()) && logits.size(1) == V,
-              "engine: the forward returned logits {} for {} requests of vocabulary {}", logits.str(), plan.size(), V);
-    const float* rows = logits.data<float>();
-    for (size_t r = 0; r < plan.size(); ++r) {
-      Sequence& s = *plan[r].seq;
-      s.computed += plan[r].count;
-      if (s.remaining() > 0) continue;  // mid-prompt chunk: its logits are not used
-      const int32_t tok = sample_token(rows + r * V, V, s.params, s.rng);
-      s.tokens.push_back(tok);
-      StepOutput o = report(s);
-      o.new_tokens.push_back(tok);
-      out.push_back(std::move(o));
-      const bool eos = !s.params.ignore_eos &&
-                       std::find(opt_.eos_token_ids.begin(), opt_.eos_token_ids.end(), tok) != opt_.eos_token_ids.end();
-      const bool stop = std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(), tok) !=
-                        s.params.stop_token_ids.end();
-      if (eos || stop)
-        finish(s, FinishReason::Stop, out);
-      else if (s.generated() >= s.params.max_tokens || static_cast<int64_t>(s.tokens.size()) >= max_model_len_)
-        finish(s, FinishReason::Length, out);
+             fmt::format("the KV cache cannot hold this request ({} tokens) even alone", s.tokens.size()));
+    } else if (!waiting_.empty()) {
+      Sequence& s = *waiting_.front();
+      finish(s, FinishReason::Error, out,
+             fmt::format("the KV cache cannot admit this request ({} tokens) even with nothing else running",
+                         s.tokens.size()));
     }
     return out;
   }
+  kv::Batch b;
+  std::vector<RowRequest> rows;
+  std::vector<int> row_of(plan.size(), -1);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence& s = *plan[i].seq;
+    const std::span<const int32_t> toks(s.tokens.data() + s.computed, static_cast<size_t>(plan[i].count));
+    b.add(static_cast<kv::RequestId>(s.id), s.computed, toks);
+    if (s.computed + plan[i].count < static_cast<int64_t>(s.tokens.size())) continue;  // mid-prompt chunk
+    RowRequest r;
+    r.token = b.num_tokens() - 1;
+    r.sampling = sampling_row(s.params, s.seed, static_cast<uint64_t>(s.tokens.size()));
+    row_of[i] = static_cast<int>(rows.size());
+    rows.push_back(r);
+  }
+  if (rows.empty()) rows.push_back(RowRequest{b.num_tokens() - 1, {}, false});  // prefill only: one unused row
+  const StepResult res = runner_->run(b, rows);
+
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence& s = *plan[i].seq;
+    s.computed += plan[i].count;
+    if (row_of[i] < 0) continue;
+    const int32_t tok = res.tokens[static_cast<size_t>(row_of[i])];
+    if (tok < 0) {
+      finish(s, FinishReason::Error, out, "the model produced a non-finite logit (NaN or infinity) for this request");
+      continue;
+    }
+    s.tokens.push_back(tok);
+    StepOutput o = report(s);
+    o.new_tokens.push_back(tok);
+    out.push_back(std::move(o));
+    const bool eos = !s.params.ignore_eos &&
+                     std::find(opt_.eos_token_ids.begin(), opt_.eos_token_ids.end(), tok) != opt_.eos_token_ids.end();
+    const bool stop =
+        std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(), tok) != s.params.stop_token_ids.end();
+    if (eos || stop)
+      finish(s, FinishReason::Stop, out);
+    else if (s.generated() >= s.params.max_tokens || static_cast<int64_t>(s.tokens.size()) >= max_model_len_)
+      finish(s, FinishReason::Length, out);
+  }
+  return out;
 }
 
 std::vector<Completion> Engine::generate(const std::vector<std::vector<int32_t>>& prompts,

@@ -1,26 +1,27 @@
-// Engine: continuous batching over a model::CausalLM (DESIGN.md: sequences, scheduler, model
-// runner, sampler). Single-threaded: the caller (a loop, or the server's engine thread) calls
-// step() while has_unfinished().
+// Engine: continuous batching over a model::CausalLM. Single-threaded: the caller (a loop, or the
+// server's engine thread) calls step() while has_unfinished().
 //
-// One step builds one ragged forward batch (every request's tokens contiguous, causal_lm.h):
-//   1. every running request that decodes gives its one next token;
+// Memory: the engine owns the model's KV memory. At construction it sizes one kv::KvManager from
+// the model's declared requirements and the memory options (kv_sizing.h), logs the capacity in
+// tokens and in concurrent requests at max_model_len, and refuses to start when one request of
+// max_model_len cannot fit. A ModelRunner (model_runner.h) runs each step.
+//
+// One step builds one ragged batch (every request's tokens contiguous):
+//   1. every running request that decodes gives its one next token; when the cache cannot hold
+//      them all, the most recently admitted running requests are preempted (their pages freed
+//      exactly, they return to the front of the waiting queue and are recomputed later with the
+//      same seed, so their tokens do not change) and admissions pause until a request finishes;
 //   2. running requests still prefilling give their next prompt chunk (at most
 //      max_prefill_chunk tokens each, 0 = no cap), in arrival order, while the step has room;
-//   3. waiting requests are admitted in arrival order (a model request is created for each)
-//      while fewer than max_running run and the step has room, and give their first chunk.
+//   3. waiting requests are admitted in arrival order while fewer than max_running run, the step
+//      has room and the KV manager says their first chunk fits (a capacity query, never a caught
+//      exception), and give their first chunk.
 // A step holds at most max_step_tokens tokens. A request whose computed tokens reach the end of
-// its tokens gets a new token sampled from its logits row (sampler.h); it finishes with "stop"
-// when that token is one of its stop ids (or an eos id unless ignore_eos), with "length" at
-// max_tokens (or the model's context length); its model state (KV pages) is freed at once.
-//
-// KV memory: the engine cannot see the model's page pools, so it learns of exhaustion from the
-// forward: KvManager::prepare throws KvOutOfMemory before changing anything. Then the most
-// recently admitted running request is preempted (its state freed, it goes back to the front of
-// the waiting queue and is recomputed later; its RNG state is kept, so its tokens do not change),
-// admissions stop until a request finishes, and the step is rebuilt. A request that does not fit
-// even when it runs alone finishes with "error" (the cache is too small for it).
-// Requests longer than the model's context (prompt + max_tokens > max_model_len) are refused by
-// add_request.
+// its tokens gets a new token sampled on the device (ops/sampling); it finishes with "stop" when
+// that token is one of its stop ids (or an eos id unless ignore_eos), with "length" at max_tokens
+// (or max_model_len), with "error" when its logits are not finite; its pages are freed at once.
+// Requests that can never fit (prompt + max_tokens beyond max_model_len or beyond what the whole
+// cache holds) are refused by check_request / add_request.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -29,18 +30,24 @@
 #include <string>
 #include <vector>
 
+#include "dsa/engine/kv_sizing.h"
+#include "dsa/engine/model_runner.h"
 #include "dsa/engine/sampling_params.h"
 #include "dsa/engine/sequence.h"
+#include "dsa/kv/kv_manager.h"
 #include "dsa/model/causal_lm.h"
 
 namespace dsa::engine {
 
 struct EngineOptions {
-  int max_running = 16;            // requests holding model state at once (DeepSeek-V4's KV manager: <= 16)
-  int64_t max_step_tokens = 512;   // tokens of one forward (>= max_running so every running request advances)
+  int max_running = 16;            // requests holding KV memory at once (--max-num-seqs)
+  int64_t max_step_tokens = 512;   // tokens of one forward (--max-num-batched-tokens; >= max_running)
   int64_t max_prefill_chunk = 0;   // prompt tokens of one request in one step; 0: up to max_step_tokens
   int64_t max_model_len = 0;       // prompt + max_tokens bound; 0: the model's max_position_embeddings
+  KvMemoryOptions memory;          // KV budget (--gpu-memory-utilization / --kv-cache-memory)
+  int64_t kv_blocks = 0;           // > 0: exactly this many pages per unbounded cache group (tests)
   std::vector<int32_t> eos_token_ids;  // stop every request unless it sets ignore_eos
+  bool log_capacity = true;        // one start-up log line with the KV capacity
 
   void validate() const;  // throws dsa::Error naming the field and value
 };
@@ -66,13 +73,13 @@ struct Completion {
 class Engine {
  public:
   Engine(model::CausalLM& lm, EngineOptions options = {});
-  ~Engine();  // frees the model state of requests still running
+  ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Checks a request without queueing it (reads only the immutable model config, so any thread
-  // may call it): non-empty prompt, ids in the vocabulary, params valid, prompt + max_tokens <=
-  // max_model_len. Throws dsa::Error saying what is wrong.
+  // Checks a request without queueing it (reads only immutable state, so any thread may call it):
+  // non-empty prompt, ids in the vocabulary, params valid, prompt + max_tokens <= max_model_len
+  // and within what the whole KV cache can hold. Throws dsa::Error saying what is wrong.
   void check_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
   // Queues a request (check_request first) and returns its id.
   uint64_t add_request(std::vector<int32_t> prompt, const SamplingParams& params);
@@ -86,6 +93,12 @@ class Engine {
   int64_t max_model_len() const { return max_model_len_; }
   const model::ModelConfig& config() const { return lm_.config(); }
   const EngineOptions& options() const { return opt_; }
+  const kv::KvManager& kv() const { return *kv_; }
+  ModelRunner& runner() { return *runner_; }  // profiling (dsa bench decode)
+  std::vector<kv::KvUsage> kv_usage() const { return kv_->usage(); }
+  // Context tokens the KV cache holds, and how many requests of max_model_len fit at once.
+  int64_t capacity_tokens() const { return kv_->capacity_tokens(); }
+  int64_t capacity_requests() const;
 
   // Runs one forward (when anything can run) and returns what changed, finished requests
   // included (aborted ones too). Exceptions other than KV exhaustion propagate.
@@ -102,13 +115,15 @@ class Engine {
     int64_t count;
   };
   std::vector<Slot> schedule();
-  void preempt_last();
+  void preempt(Sequence* s);
   void finish(Sequence& s, FinishReason r, std::vector<StepOutput>& out, std::string error = {});
   StepOutput report(const Sequence& s) const;
 
   model::CausalLM& lm_;
   EngineOptions opt_;
   int64_t max_model_len_ = 0;
+  std::unique_ptr<kv::KvManager> kv_;
+  std::unique_ptr<ModelRunner> runner_;
   uint64_t next_id_ = 0;
   std::map<uint64_t, std::unique_ptr<Sequence>> seqs_;  // every unfinished request
   std::deque<Sequence*> waiting_;                       // arrival order (preempted ones in front)

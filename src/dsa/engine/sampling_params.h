@@ -3,7 +3,8 @@
 // ignore_eos). temperature 0 is greedy (argmax, lowest id on ties); otherwise softmax(logits /
 // temperature) restricted to the top_k highest logits (0 = all) and then to the smallest set of
 // most probable tokens whose probability reaches top_p (1 = all), drawn with the request's own
-// RNG seeded from `seed` (unset: a random seed), so the same seed reproduces the same tokens.
+// seed (unset: a random seed; ops/sampling/sampling.h draws per position), so the same seed
+// reproduces the same tokens whatever else runs in the batch.
 #pragma once
 #include <cstdint>
 #include <optional>

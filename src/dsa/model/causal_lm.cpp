@@ -6,13 +6,13 @@
 
 namespace dsa::model {
 
-std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, Device device) {
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, Device device, const LoadModelOptions& opt) {
   const ModelConfig cfg = load_model_config(dir);
   switch (cfg.arch) {
     case Arch::GlmMoeDsa:
       return std::make_unique<glm5::Model>(dir, device);
     case Arch::DeepseekV4:
-      return v4::load_deepseek_v4_model(dir, device, v4::V4Options{.progress = true});
+      return v4::load_deepseek_v4_model(dir, device, v4::V4Options{.progress = opt.progress});
   }
   fail("load_causal_lm: no forward for architecture {} yet ({})", arch_name(cfg.arch), dir);
 }

@@ -1,7 +1,9 @@
 // CausalLM: the interface every model forward implements (DeepSeek-V4 in model/deepseek_v4/,
-// GLM-5.1 in model/glm5/), so that `dsa generate` and later the engine drive any of them the same
-// way. A forward takes one flat ragged batch: tokens of several requests, each request's tokens at
-// consecutive positions continuing its own state (prefill chunks and decode steps alike).
+// GLM-5.1 in model/glm5/), so that the engine drives any of them the same way. A model declares
+// the KV memory it needs (kv_requirements); the engine allocates and owns it (kv::KvManager),
+// and its model runner (engine/model_runner.h) builds each step's metadata and calls forward.
+// A forward takes one flat ragged batch: tokens of several requests, each request's tokens at
+// consecutive positions continuing its own cached state (prefill chunks and decode steps alike).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,32 +11,38 @@
 #include <vector>
 
 #include "dsa/core/tensor.h"
+#include "dsa/kv/cache_spec.h"
 #include "dsa/model/config.h"
+#include "dsa/model/step_inputs.h"
 
 namespace dsa::model {
-
-struct ForwardBatch {
-  std::vector<int32_t> token_ids;  // [N]
-  std::vector<int32_t> request;    // [N] request id (from add_request)
-  std::vector<int64_t> positions;  // [N] position within the request (consecutive per request)
-};
 
 class CausalLM {
  public:
   virtual ~CausalLM() = default;
   virtual const ModelConfig& config() const = 0;
   virtual Device device() const = 0;
-  // Creates the per-request state (KV pages, compressor windows, ...) and returns its id.
-  virtual int add_request() = 0;
-  // Frees a request's state and pages.
-  virtual void free_request(int id) = 0;
-  // Runs the batch and returns f32 logits on the CPU: [N][vocab] when all_logits, otherwise one
-  // row per request in the batch (its last token), in order of first appearance.
-  virtual Tensor forward(const ForwardBatch& batch, bool all_logits = false) = 0;
+  // Paged caches (per layer and role) and per-request state slots this model reads and writes.
+  virtual kv::KvRequirements kv_requirements() const = 0;
+  // Bytes of device memory the weights take (for capacity planning and logs), and the bytes of
+  // each main layer's weights (what a decode step streams per layer; dsa bench decode).
+  virtual size_t weight_bytes() const = 0;
+  virtual std::vector<size_t> layer_weight_bytes() const = 0;
+  // Preallocates the workspaces of steps of up to `max_tokens` tokens and `max_requests`
+  // requests, so that forward never allocates outside the step arena. Called by the engine once.
+  virtual void reserve(int64_t max_tokens, int max_requests) = 0;
+  // Runs one step on the model's device: writes f32 logits [in.logit_rows.size(0)][vocab] into
+  // `logits` (contiguous, on the device), row i for token in.logit_rows[i]. On CUDA all work goes
+  // to the current stream (core/cuda_stream.h) and nothing waits for the device.
+  virtual void forward(const StepInputs& in, const Tensor& logits) = 0;
+};
+
+struct LoadModelOptions {
+  bool progress = true;  // loading progress bar on stderr
 };
 
 // Loads a checkpoint directory (config.json + safetensors) onto `device` and returns the model of
 // its architecture. Throws dsa::Error naming the file/tensor/field when anything is wrong.
-std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, Device device);
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, Device device, const LoadModelOptions& opt = {});
 
 }  // namespace dsa::model

@@ -20,29 +20,24 @@ namespace {
 
 using attn::CacheRole;
 
-ops::BlockTable blocks_of(const engine::GroupMetadata& g) { return {g.block_table, g.page_size, g.num_pages}; }
+ops::BlockTable blocks_of(const kv::GroupMetadata& g) { return {g.block_table, g.page_size, g.num_pages}; }
 
 // Sliding-window keys: the last `window` positions of each token's request.
 Tensor swa_indices(int layer, const Step& s) {
-  const engine::GroupMetadata& g = s.group(layer, CacheRole::SlidingWindow);
+  const kv::GroupMetadata& g = s.group(layer, CacheRole::SlidingWindow);
   Tensor idx = Tensor::empty({s.tokens(), s.config->sliding_window}, DType::I32, s.device);
-  ops::swa_window_slots({.positions = s.meta->positions, .token_req = s.meta->token_req, .blocks = blocks_of(g), .slots = idx});
+  ops::swa_window_slots({.positions = s.meta().positions, .token_req = s.meta().token_req, .blocks = blocks_of(g), .slots = idx});
   return idx;
 }
 
-// Grouped output projection: o [T][H][D] f32 viewed as [T][G][H*D/G]; group g goes through rows
-// [g*r, (g+1)*r) of wo_a (r = o_lora_rank); the concatenation goes through wo_b. Inputs and the
-// concatenation are rounded to bf16 (the linear layers' activation dtype).
+// Grouped output projection: o [T][H][D] bf16 viewed as [T][G][H*D/G]; group g goes through rows
+// [g*r, (g+1)*r) of wo_a (r = o_lora_rank), all groups in one per-group matmul (head_matmul with
+// the group as the head); the bf16 concatenation goes through wo_b.
 Tensor output_projection(const LayerWeights& w, const ModelConfig& c, const Tensor& o) {
   const int64_t T = o.size(0), G = c.o_groups, r = c.o_lora_rank, width = o.numel() / T / G;
   const Device dev = o.device();
   Tensor mid = Tensor::empty({T, G, r}, DType::BF16, dev);
-  Tensor part = Tensor::empty({T, r}, DType::F32, dev);
-  const Tensor o3 = o.reshape({T, G, width});
-  for (int64_t g = 0; g < G; ++g) {
-    ops::linear_bf16(ops::cast(o3.select(1, g), DType::BF16), w.wo_a.slice(0, g * r, (g + 1) * r), part);
-    ops::copy_cast(mid.select(1, g), part);
-  }
+  ops::head_matmul(o.reshape({T, G, width}), w.wo_a.reshape({G, r, width}), mid);
   Tensor out = Tensor::empty({T, c.hidden_size}, DType::F32, dev);
   w.wo_b.apply(mid.reshape({T, G * r}), out);
   return out;
@@ -55,7 +50,7 @@ Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const 
   const int64_t T = s.tokens(), H = c.num_heads, D = c.head_dim, rope_off = D - c.qk_rope_head_dim;
   const ops::NormParams norm{static_cast<float>(c.rms_norm_eps)};
   const ops::RopeConfig rope = rope_config(c, w.ratio);
-  const Tensor& pos = s.meta->positions;
+  const Tensor& pos = s.meta().positions;
   const Device dev = x.device();
   const Tensor xb = ops::cast(x, DType::BF16);
 
@@ -74,7 +69,7 @@ Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const 
   w.wkv.apply(xb, kv);
   ops::rms_norm(kv, w.kv_norm, kv, norm);
   ops::apply_rope(kv, pos, rope, {.offset = rope_off});
-  const engine::KvPool& swa = s.kv->pool(layer, CacheRole::SlidingWindow);
+  const kv::KvPool& swa = s.pool(layer, CacheRole::SlidingWindow);
   formats::kv_insert({.format = formats::KvFormat::Model1, .page_size = swa.page_size, .cache = swa.data,
                       .kv = ops::cast(kv, DType::BF16), .slots = s.group(layer, CacheRole::SlidingWindow).slots});
 
@@ -104,7 +99,7 @@ Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const 
   p.q = qp;
   p.main = {{ops::KvCacheKind::Fp8Model1, swa.page_size, swa.data}, swa_indices(layer, s), Tensor()};
   if (extra_idx.defined()) {
-    const engine::KvPool& cp = s.kv->pool(layer, CacheRole::Compressed);
+    const kv::KvPool& cp = s.pool(layer, CacheRole::Compressed);
     p.extra = ops::SparseKeyList{{ops::KvCacheKind::Fp8Model1, cp.page_size, cp.data}, extra_idx, Tensor()};
   }
   p.sink = s.attn->sink.at(layer);
@@ -117,10 +112,11 @@ Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const 
     trace_tensor(fmt::format("v4.layer{}.attn_o", layer), p.o);
   }
 
-  // inverse RoPE on the output (K = V carried the keys' rotation), grouped output projection
+  // inverse RoPE on the output (K = V carried the keys' rotation; in f32, then rounded to the
+  // bf16 the projection reads), grouped output projection
   const Tensor o = ops::cast(p.o.slice(1, 0, H), DType::F32);  // f32 [T][H][D]
   ops::apply_rope(o, pos, rope, {.offset = rope_off, .inverse = true});
-  return output_projection(w, c, o);
+  return output_projection(w, c, ops::cast(o, DType::BF16));
 }
 
 }  // namespace dsa::model::v4

@@ -1,10 +1,11 @@
-// The compressed branch of DeepSeek-V4 attention (CSA ratio 4, HCA ratio 128):
-//   compress_into_cache: per request, feed wkv(x) / wgate(x) through the compressor (windows
-//     persist in the request state across calls) and store each emitted entry in the layer's
-//     compressed KV cache (MODEL1, FP8 NoPE + bf16 rope) or, for the indexer's compressor, in its
-//     key cache (e4m3 + fp32 scale per 128 values).
-//   indexer_select: the lightning indexer's top-k over the request's indexer keys -> global slots
-//     of the compressed cache ([T][index_topk], -1 = none).
+// The compressed branch of DeepSeek-V4 attention (CSA ratio 4, HCA ratio 128), batched over the
+// requests of the step:
+//   compress_into_cache: wkv(x) / wgate(x) through the compressor of every request at once
+//     (windows persist in the requests' state slots across steps) and each emitted entry into the
+//     layer's compressed KV cache (MODEL1, FP8 NoPE + bf16 rope) or, for the indexer's
+//     compressor, its key cache (e4m3 + fp32 scale per 128 values).
+//   indexer_select: the lightning indexer's top-k over each token's own request's keys, read from
+//     the paged key cache -> global slots of the compressed cache ([T][index_topk], -1 = none).
 //   hca_indices: every visible compressed entry -> global slots ([T][max visible]).
 #pragma once
 #include "dsa/attention/layer_spec.h"
@@ -14,8 +15,8 @@
 
 namespace dsa::model::v4 {
 
-// xb: bf16 [T][hidden] (attn_norm output). indexer = true uses the request's indexer compressor
-// state and the Indexer key format.
+// xb: bf16 [T][hidden] (attn_norm output). indexer = true feeds the indexer's compressor and
+// writes the Indexer key format.
 void compress_into_cache(const CompressorWeights& w, int ratio, int64_t head_dim, attn::CacheRole role, int layer,
                          const Step& s, const Tensor& xb, bool indexer);
 

@@ -11,9 +11,9 @@
 #include "dsa/core/trace.h"
 #include "dsa/model/deepseek_v4/attention.h"
 #include "dsa/model/deepseek_v4/moe_block.h"
-#include "dsa/model/deepseek_v4/request_state.h"
+#include "dsa/model/cache_specs.h"
+#include "dsa/model/deepseek_v4/compressor_state.h"
 #include "dsa/model/deepseek_v4/step.h"
-#include "dsa/model/deepseek_v4/tensor_util.h"
 #include "dsa/ops/mhc/mhc.h"
 #include "dsa/ops/norm/norm.h"
 #include "dsa/ops/tensor/tensor_ops.h"
@@ -66,28 +66,49 @@ struct MhcScratch {
         comb(Tensor::empty({T, hc, hc}, DType::F32, dev)) {}
 };
 
+void add_bytes(size_t& b, const Tensor& t) { b += t.defined() ? t.nbytes() : 0; }
+
+// Bytes of one layer's weights as the forward reads them (each held once on the device).
+size_t layer_bytes(const LayerWeights& L) {
+  size_t b = 0;
+  for (const Tensor* t : {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.kv_norm, &L.sink, &L.wo_a, &L.idx_weights_proj})
+    add_bytes(b, *t);
+  for (const MhcWeights* m : {&L.hc_attn, &L.hc_ffn})
+    for (const Tensor* t : {&m->fn, &m->base, &m->scale}) add_bytes(b, *t);
+  for (const Linear* l : {&L.wq_a, &L.wq_b, &L.wkv, &L.wo_b, &L.idx_wq_b}) {
+    add_bytes(b, l->weight);
+    add_bytes(b, l->scale);
+  }
+  for (const CompressorWeights* c : {&L.compressor, &L.idx_compressor})
+    for (const Tensor* t : {&c->ape, &c->wkv, &c->wgate, &c->norm}) add_bytes(b, *t);
+  for (const Tensor* t : {&L.moe.gate, &L.moe.gate_bias, &L.moe.tid2eid}) add_bytes(b, *t);
+  for (const ops::ExpertWeights* e : {&L.moe.w13, &L.moe.w2, &L.moe.shared_w13, &L.moe.shared_w2}) {
+    add_bytes(b, e->weight);
+    add_bytes(b, e->scale);
+  }
+  return b;
+}
+
+size_t device_weight_bytes(const ModelWeights& w) {
+  size_t b = 0;
+  for (const Tensor* t : {&w.embed, &w.head, &w.norm, &w.hc_head_fn, &w.hc_head_base, &w.hc_head_scale}) add_bytes(b, *t);
+  for (const LayerWeights& L : w.layers) b += layer_bytes(L);
+  return b;
+}
+
 }  // namespace
 
 DeepseekV4Model::DeepseekV4Model(ModelConfig config, ModelWeights weights, Device device, const V4Options& opt)
-    : config_(std::move(config)), w_(std::move(weights)), device_(device) {
+    : config_(std::move(config)), w_(std::move(weights)), device_(device), block_size_(opt.block_size) {
   DSA_CHECK(w_.embed.device() == device, "deepseek_v4: the weights are on {}, the model on {}", w_.embed.device().str(),
             device.str());
-  const std::vector<attn::LayerPlan> plans = plan_for(config_, device, opt.block_size);
-  engine::KvManagerOptions ko;
-  ko.device = device;
-  ko.num_blocks = opt.num_blocks;
-  ko.max_requests = opt.max_requests;
-  ko.max_step_tokens = opt.max_step_tokens;
-  ko.max_position = config_.max_position_embeddings;
-  const ModelConfig* cfg = &config_;
-  ko.make_state = [cfg, device] { return make_request_state(*cfg, device); };
-  kv_ = std::make_unique<engine::KvManager>(engine::KvManager::for_model(config_, plans, ko));
+  weight_bytes_ = device_weight_bytes(w_);
+  plans_ = plan_for(config_, device, block_size_);
 
-  // One attention implementation per layer type, from the backend the plan selected (the KV
-  // manager above already refused a layer type no backend serves).
+  // One attention implementation per layer type, from the backend the plan selected.
   const int64_t H = config_.num_heads, Hp = padded_heads(H);
   attn_.heads_padded = Hp;
-  for (const attn::LayerPlan& lp : plans) {
+  for (const attn::LayerPlan& lp : plans_) {
     DSA_CHECK(lp.selection.backend != nullptr, "deepseek_v4: no attention backend for {} layers: {}",
               attn::layer_kind_name(lp.spec.kind), lp.selection.error);
     attn::AttentionImplConfig ic;
@@ -101,8 +122,8 @@ DeepseekV4Model::DeepseekV4Model(ModelConfig config, ModelWeights weights, Devic
   for (int l = 0; l < config_.num_layers; ++l) {
     const attn::LayerKind kind = kind_of_ratio(w_.layers[l].ratio);
     const attn::AttentionImpl* impl = nullptr;
-    for (size_t i = 0; i < plans.size(); ++i)
-      if (plans[i].spec.kind == kind) impl = impls_[i].get();
+    for (size_t i = 0; i < plans_.size(); ++i)
+      if (plans_[i].spec.kind == kind) impl = impls_[i].get();
     DSA_CHECK(impl != nullptr, "deepseek_v4: the attention plan has no {} layer type (layer {})",
               attn::layer_kind_name(kind), l);
     attn_.impl.push_back(impl);
@@ -115,47 +136,43 @@ DeepseekV4Model::DeepseekV4Model(ModelConfig config, ModelWeights weights, Devic
   }
 }
 
-int DeepseekV4Model::add_request() {
-  const int id = next_id_++;
-  kv_->add_request(id);
-  return id;
+std::vector<size_t> DeepseekV4Model::layer_weight_bytes() const {
+  std::vector<size_t> v;
+  for (const LayerWeights& L : w_.layers) v.push_back(layer_bytes(L));
+  return v;
 }
 
-void DeepseekV4Model::free_request(int id) { kv_->release(id); }
+kv::KvRequirements DeepseekV4Model::kv_requirements() const {
+  kv::KvRequirements r;
+  r.groups = kv_cache_groups(config_, plans_);
+  r.states = compressor_state_specs(config_);
+  r.block_size = block_size_;
+  return r;
+}
 
-Tensor DeepseekV4Model::forward(const ForwardBatch& batch, bool all_logits) {
+void DeepseekV4Model::reserve(int64_t max_tokens, int max_requests) {
+  // Step temporaries come from the engine's step arena; the MoE workspace persists across steps
+  // and is sized by moe_layer on first use (outside the arena).
+  (void)max_tokens;
+  (void)max_requests;
+}
+
+void DeepseekV4Model::forward(const StepInputs& in, const Tensor& logits) {
   const ModelConfig& c = config_;
-  const int64_t T = static_cast<int64_t>(batch.token_ids.size());
-  DSA_CHECK(T > 0 && batch.request.size() == static_cast<size_t>(T) && batch.positions.size() == static_cast<size_t>(T),
-            "deepseek_v4: batch needs token_ids, request and positions of one length (got {}, {}, {})", T,
-            batch.request.size(), batch.positions.size());
-  engine::Batch b;
-  for (int64_t t = 0; t < T; ++t) {
-    DSA_CHECK(batch.token_ids[t] >= 0 && batch.token_ids[t] < c.vocab_size,
-              "deepseek_v4: token {} has id {} outside the vocabulary [0, {})", t, batch.token_ids[t], c.vocab_size);
-    b.request.push_back(batch.request[t]);
-    b.position.push_back(batch.positions[t]);
-    b.token.push_back(batch.token_ids[t]);
-  }
-  const engine::BatchMetadata meta = kv_->prepare(b);
+  const kv::BatchMetadata& meta = *in.meta;
+  const int64_t T = meta.num_tokens();
+  DSA_CHECK(T > 0 && meta.token_ids.defined(), "deepseek_v4: a step needs token ids (got {} tokens)", T);
+  DSA_CHECK(in.logit_rows.defined() && in.logit_rows.dim() == 1, "deepseek_v4: logit_rows must be i32 [N]");
+  const int64_t R = in.logit_rows.size(0);
+  logits.check("deepseek_v4: logits", DType::F32, {R, c.vocab_size});
 
   Step s;
   s.config = &c;
-  s.kv = kv_.get();
-  s.meta = &meta;
-  for (int r = 0; r < meta.num_requests(); ++r) {
-    auto* st = dynamic_cast<V4RequestState*>(meta.states[r]);
-    DSA_CHECK(st != nullptr, "deepseek_v4: request {} has no model state", meta.request_ids[r]);
-    s.states.push_back(st);
-  }
+  s.in = &in;
   s.attn = &attn_;
   s.device = device_;
-  // Per-request token ranges on the host (on CUDA: two small downloads per step, not per layer).
-  s.query_start = to_host_i64(meta.query_start);
-  s.seq_lens = to_host_i64(meta.seq_lens);
-  DSA_CHECK(s.tokens() == T, "deepseek_v4: the KV manager's metadata covers {} tokens, the batch {}", s.tokens(), T);
 
-  // Embedding into all hc streams (f32 residual); ids were checked against the vocabulary above.
+  // Embedding into all hc streams (f32 residual); the engine checked the ids against the vocabulary.
   const int64_t hc = c.hc_mult, d = c.hidden_size;
   Tensor X = Tensor::empty({T, hc, d}, DType::F32, device_);
   ops::embed_rows(w_.embed, meta.token_ids, X);
@@ -170,6 +187,7 @@ Tensor DeepseekV4Model::forward(const ForwardBatch& batch, bool all_logits) {
   MhcScratch m(T, hc, d, device_);
   Tensor yn = Tensor::empty({T, d}, DType::F32, device_);
   for (int l = 0; l < c.num_layers; ++l) {
+    in.mark(l);
     const LayerWeights& L = w_.layers[l];
     ops::mhc_pre(X, L.hc_attn.fn, L.hc_attn.base, L.hc_attn.scale, mp, m.mix, m.y, m.post, m.comb);
     ops::rms_norm(m.y, L.attn_norm, yn, np);
@@ -187,26 +205,17 @@ Tensor DeepseekV4Model::forward(const ForwardBatch& batch, bool all_logits) {
     }
   }
 
-  // Rows whose logits are returned: all, or the last token of each request (first-appearance order).
-  std::vector<int64_t> rows;
-  if (all_logits) {
-    for (int64_t t = 0; t < T; ++t) rows.push_back(t);
-  } else {
-    for (int r = 0; r < s.requests(); ++r) rows.push_back(s.query_start[r + 1] - 1);
-  }
-  const auto R = static_cast<int64_t>(rows.size());
-  Tensor Xr = X;
-  if (!all_logits) {
-    Xr = Tensor::empty({R, hc, d}, DType::F32, device_);
-    for (int64_t i = 0; i < R; ++i) Xr.select(0, i).copy_from(X.select(0, rows[i]));  // one row per request
-  }
+  in.mark(c.num_layers);
+
+  // The rows whose logits the step returns (gathered on the device).
+  Tensor Xr = Tensor::empty({R, hc, d}, DType::F32, device_);
+  ops::embed_rows(X.reshape({T, hc * d}), in.logit_rows, Xr.reshape({R, hc * d}));
   Tensor hmix = Tensor::empty({R, hc}, DType::F32, device_), y = Tensor::empty({R, d}, DType::F32, device_);
   ops::mhc_head(Xr, w_.hc_head_fn, w_.hc_head_base, w_.hc_head_scale, mp, hmix, y);
   ops::rms_norm(y, w_.norm, y, np);
-  Tensor logits = Tensor::empty({R, c.vocab_size}, DType::F32, device_);
-  ops::linear_bf16(ops::cast(y, DType::BF16), w_.head, logits);
+  Tensor out = logits;
+  ops::linear_bf16(ops::cast(y, DType::BF16), w_.head, out);
   trace_tensor("v4.logits", logits);
-  return logits.to(Device::cpu());
 }
 
 std::unique_ptr<DeepseekV4Model> load_deepseek_v4_model(const std::string& dir, Device device, const V4Options& opt) {
@@ -216,9 +225,9 @@ std::unique_ptr<DeepseekV4Model> load_deepseek_v4_model(const std::string& dir, 
   ModelConfig config = load_model_config(dir);
   DSA_CHECK(config.arch == Arch::DeepseekV4, "deepseek_v4: {} holds a {} model", dir, arch_name(config.arch));
   LoadOptions lo;
-  lo.device = device;
-  lo.progress = opt.progress;
-  ModelWeights w = build_model_weights(load_deepseek_v4(dir, lo), config);
+  lo.device = Device::cpu();  // memory-mapped; build_model_weights copies each tensor to `device` once
+  lo.progress = false;
+  ModelWeights w = build_model_weights(load_deepseek_v4(dir, lo), config, device);
   return std::make_unique<DeepseekV4Model>(std::move(config), std::move(w), device, opt);
 }
 

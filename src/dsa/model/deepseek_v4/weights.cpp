@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "dsa/core/dtype_conv.h"
 #include "dsa/core/error.h"
 #include "dsa/ops/tensor/tensor_ops.h"
 
@@ -18,19 +19,38 @@ void Linear::apply(const Tensor& x, Tensor& out) const {
 
 namespace {
 
-Linear linear(const LoadedWeights& w, const std::string& name) {
+// UE8M0 block scales widened to f32 once here (exact: they are powers of two), so no forward
+// converts them per call.
+Tensor scale_f32(const Tensor& s) {
+  if (s.dtype() == DType::F32) return s;
+  DSA_CHECK(s.dtype() == DType::E8M0, "deepseek_v4: block scales must be f32 or UE8M0, got {}", s.str());
+  const Tensor h = s.to(Device::cpu());
+  Tensor out = Tensor::empty(s.shape(), DType::F32);
+  const uint8_t* in = h.data<uint8_t>();
+  for (int64_t i = 0; i < h.numel(); ++i) out.data<float>()[i] = ue8m0_to_f32(in[i]);
+  return out;
+}
+
+Linear linear(const LoadedWeights& w, const std::string& name, Device dev) {
   Linear l;
-  l.weight = w.get(name + ".weight");
-  if (w.has(name + ".scale")) l.scale = w.get(name + ".scale");
+  l.weight = w.get(name + ".weight").to(dev);
+  if (w.has(name + ".scale")) l.scale = scale_f32(w.get(name + ".scale")).to(dev);
   return l;
 }
 
-CompressorWeights compressor(const LoadedWeights& w, const std::string& p) {
-  return {w.get(p + "ape"), w.get(p + "wkv.weight"), w.get(p + "wgate.weight"), w.get(p + "norm.weight")};
+CompressorWeights compressor(const LoadedWeights& w, const std::string& p, Device dev) {
+  return {w.get(p + "ape").to(dev), w.get(p + "wkv.weight").to(dev), w.get(p + "wgate.weight").to(dev),
+          w.get(p + "norm.weight").to(dev)};
 }
 
-MhcWeights mhc(const LoadedWeights& w, const std::string& p) {
-  return {w.get(p + "_fn"), w.get(p + "_base"), w.get(p + "_scale")};
+MhcWeights mhc(const LoadedWeights& w, const std::string& p, Device dev) {
+  return {w.get(p + "_fn").to(dev), w.get(p + "_base").to(dev), w.get(p + "_scale").to(dev)};
+}
+
+// Expert block scales as the expert GEMM reads them: MXFP4 keeps its UE8M0 bytes (one per 32
+// values), FP8 128x128 blocks take f32 (widened here once).
+Tensor expert_scale(const Tensor& s, ops::WeightFormat fmt) {
+  return fmt == ops::WeightFormat::FP8Block ? scale_f32(s) : s;
 }
 
 // Concatenates a and b (same dtype, shapes [N_a][...] and [N_b][...]) along dim 0 into out
@@ -42,13 +62,13 @@ void copy_rows(const Tensor& src, const Tensor& out, int64_t e, int64_t row) {
 
 // Gate/up weights of experts [first, first+count) concatenated as [count][2I][...]: w1 rows then
 // w3 rows, for the weight and for the scale (MXFP4: per-row scales; FP8: 128-row blocks, so I must
-// be a multiple of 128).
+// be a multiple of 128), copied once from the (memory-mapped) checkpoint into `dev`.
 ops::ExpertWeights stack_w13(const LoadedWeights& w, const std::vector<std::string>& prefixes, ops::WeightFormat fmt,
                              Device dev) {
   ops::ExpertWeights out;
   out.format = fmt;
   const Tensor& w1 = w.get(prefixes[0] + "w1.weight");
-  const Tensor& s1 = w.get(prefixes[0] + "w1.scale");
+  const Tensor s1 = expert_scale(w.get(prefixes[0] + "w1.scale"), fmt);
   if (fmt == ops::WeightFormat::FP8Block)
     DSA_CHECK(w1.size(0) % 128 == 0, "deepseek_v4: {}w1 has {} rows; FP8 gate/up stacking needs a multiple of 128",
               prefixes[0], w1.size(0));
@@ -59,8 +79,8 @@ ops::ExpertWeights stack_w13(const LoadedWeights& w, const std::vector<std::stri
     const std::string& p = prefixes[e];
     copy_rows(w.get(p + "w1.weight"), out.weight, e, 0);
     copy_rows(w.get(p + "w3.weight"), out.weight, e, w1.size(0));
-    copy_rows(w.get(p + "w1.scale"), out.scale, e, 0);
-    copy_rows(w.get(p + "w3.scale"), out.scale, e, s1.size(0));
+    copy_rows(expert_scale(w.get(p + "w1.scale"), fmt), out.scale, e, 0);
+    copy_rows(expert_scale(w.get(p + "w3.scale"), fmt), out.scale, e, s1.size(0));
   }
   return out;
 }
@@ -70,13 +90,13 @@ ops::ExpertWeights stack_w2(const LoadedWeights& w, const std::vector<std::strin
   ops::ExpertWeights out;
   out.format = fmt;
   const Tensor& w2 = w.get(prefixes[0] + "w2.weight");
-  const Tensor& s2 = w.get(prefixes[0] + "w2.scale");
+  const Tensor s2 = expert_scale(w.get(prefixes[0] + "w2.scale"), fmt);
   const auto E = static_cast<int64_t>(prefixes.size());
   out.weight = Tensor::empty({E, w2.size(0), w2.size(1)}, w2.dtype(), dev);
   out.scale = Tensor::empty({E, s2.size(0), s2.size(1)}, s2.dtype(), dev);
   for (int64_t e = 0; e < E; ++e) {
     copy_rows(w.get(prefixes[e] + "w2.weight"), out.weight, e, 0);
-    copy_rows(w.get(prefixes[e] + "w2.scale"), out.scale, e, 0);
+    copy_rows(expert_scale(w.get(prefixes[e] + "w2.scale"), fmt), out.scale, e, 0);
   }
   return out;
 }
@@ -102,49 +122,48 @@ Tensor as_i32(const Tensor& t) {
 
 }  // namespace
 
-ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& c) {
+ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& c, Device dev) {
   ModelWeights m;
   m.loaded = std::move(loaded);
   const LoadedWeights& w = m.loaded;
-  const Device dev = w.get("embed.weight").device();
-  m.embed = w.get("embed.weight");
-  m.head = w.get("head.weight");
-  m.norm = w.get("norm.weight");
-  m.hc_head_fn = w.get("hc_head_fn");
-  m.hc_head_base = w.get("hc_head_base");
-  m.hc_head_scale = w.get("hc_head_scale");
+  m.embed = w.get("embed.weight").to(dev);
+  m.head = w.get("head.weight").to(dev);
+  m.norm = w.get("norm.weight").to(dev);
+  m.hc_head_fn = w.get("hc_head_fn").to(dev);
+  m.hc_head_base = w.get("hc_head_base").to(dev);
+  m.hc_head_scale = w.get("hc_head_scale").to(dev);
   DSA_CHECK(m.embed.dtype() == DType::BF16 && m.head.dtype() == DType::BF16,
             "deepseek_v4: embed/head must be bf16 (got {} / {})", m.embed.str(), m.head.str());
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = fmt::format("layers.{}.", l);
     LayerWeights L;
     L.ratio = c.compress_ratios.at(l);
-    L.attn_norm = w.get(p + "attn_norm.weight");
-    L.ffn_norm = w.get(p + "ffn_norm.weight");
-    L.hc_attn = mhc(w, p + "hc_attn");
-    L.hc_ffn = mhc(w, p + "hc_ffn");
+    L.attn_norm = w.get(p + "attn_norm.weight").to(dev);
+    L.ffn_norm = w.get(p + "ffn_norm.weight").to(dev);
+    L.hc_attn = mhc(w, p + "hc_attn", dev);
+    L.hc_ffn = mhc(w, p + "hc_ffn", dev);
     const std::string a = p + "attn.";
-    L.wq_a = linear(w, a + "wq_a");
-    L.wq_b = linear(w, a + "wq_b");
-    L.wkv = linear(w, a + "wkv");
-    L.wo_b = linear(w, a + "wo_b");
-    L.q_norm = w.get(a + "q_norm.weight");
-    L.kv_norm = w.get(a + "kv_norm.weight");
-    L.sink = w.get(a + "attn_sink");
-    L.wo_a = w.get(a + "wo_a.weight");
+    L.wq_a = linear(w, a + "wq_a", dev);
+    L.wq_b = linear(w, a + "wq_b", dev);
+    L.wkv = linear(w, a + "wkv", dev);
+    L.wo_b = linear(w, a + "wo_b", dev);
+    L.q_norm = w.get(a + "q_norm.weight").to(dev);
+    L.kv_norm = w.get(a + "kv_norm.weight").to(dev);
+    L.sink = w.get(a + "attn_sink").to(dev);
+    L.wo_a = w.get(a + "wo_a.weight").to(dev);
     DSA_CHECK(L.wo_a.dtype() == DType::BF16, "deepseek_v4: {}wo_a.weight must be bf16, got {}", a, L.wo_a.str());
-    if (L.ratio != 0) L.compressor = compressor(w, a + "compressor.");
+    if (L.ratio != 0) L.compressor = compressor(w, a + "compressor.", dev);
     if (L.ratio == 4) {
-      L.idx_wq_b = linear(w, a + "indexer.wq_b");
-      L.idx_weights_proj = w.get(a + "indexer.weights_proj.weight");
-      L.idx_compressor = compressor(w, a + "indexer.compressor.");
+      L.idx_wq_b = linear(w, a + "indexer.wq_b", dev);
+      L.idx_weights_proj = w.get(a + "indexer.weights_proj.weight").to(dev);
+      L.idx_compressor = compressor(w, a + "indexer.compressor.", dev);
     }
     const std::string f = p + "ffn.";
-    L.moe.gate = w.get(f + "gate.weight");
+    L.moe.gate = w.get(f + "gate.weight").to(dev);
     if (w.has(f + "gate.tid2eid"))
-      L.moe.tid2eid = as_i32(w.get(f + "gate.tid2eid"));
+      L.moe.tid2eid = as_i32(w.get(f + "gate.tid2eid")).to(dev);
     else
-      L.moe.gate_bias = w.get(f + "gate.bias");
+      L.moe.gate_bias = w.get(f + "gate.bias").to(dev);
     std::vector<std::string> experts;
     for (int e = 0; e < c.n_routed_experts; ++e) experts.push_back(fmt::format("{}experts.{}.", f, e));
     const ops::WeightFormat ef = expert_format(w, experts[0] + "w1.weight");

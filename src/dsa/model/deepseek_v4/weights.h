@@ -1,7 +1,8 @@
 // DeepSeek-V4 weights as the forward uses them: the validated checkpoint tensors (official names,
-// checkpoint formats: FP8 + UE8M0 block scales, MXFP4 experts, BF16/F32) grouped per layer. The
-// only copies made at load are the routed and shared experts' w1|w3 concatenation into the
-// [E][2I][...] gate/up layout the MoE GEMM reads (ops/moe/expert_gemm.h).
+// checkpoint formats: FP8 block-scaled, MXFP4 experts, BF16/F32) grouped per layer, each copied
+// once from the memory-mapped checkpoint to the model's device: the routed and shared experts
+// straight into the [E][2I][...] gate/up layout the MoE GEMM reads (ops/moe/expert_gemm.h), so
+// every weight is held once on the device. FP8 UE8M0 block scales are widened to f32 at load.
 #pragma once
 #include <string>
 #include <vector>
@@ -57,10 +58,11 @@ struct ModelWeights {
   Tensor norm;   // [hidden]
   Tensor hc_head_fn, hc_head_base, hc_head_scale;
   std::vector<LayerWeights> layers;  // main layers (MTP weights stay in `loaded`)
-  LoadedWeights loaded;              // owner of every tensor
+  LoadedWeights loaded;              // the checkpoint's tensors (memory-mapped views on the host)
 };
 
-// Groups the loaded tensors of a DeepSeek-V4 checkpoint; throws naming a missing tensor.
-ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& config);
+// Groups the loaded (host) tensors of a DeepSeek-V4 checkpoint and copies them to `dev`; throws
+// naming a missing tensor.
+ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& config, Device dev);
 
 }  // namespace dsa::model::v4

@@ -33,7 +33,9 @@ IndexerInputs indexer_inputs(const IndexerWeights& w, const Tensor& x, const Ten
 
 namespace {
 
-// Runs the indexer of a "full" layer and leaves the chosen global slots in step.topk_slots.
+// Runs the indexer of a "full" layer: the new tokens' keys go into the layer's paged FP8 key
+// cache (the "tokens" group's slots), then every token scores its own request's keys there.
+// Leaves the chosen global slots in step.topk_slots.
 void run_indexer(const IndexerWeights& w, int layer, const Tensor& x, const Tensor& q_res,
                  const AttentionConfig& cfg, Step& step) {
   const int64_t T = step.tokens, Hi = cfg.index_heads, D = cfg.index_dim;
@@ -41,17 +43,18 @@ void run_indexer(const IndexerWeights& w, int layer, const Tensor& x, const Tens
   const IndexerInputs in = indexer_inputs(w, x, q_res, step.positions, cfg);
   const Tensor &qi = in.q, &k = in.k, &weights = in.weights;
 
+  const kv::KvPool& keys = step.in->pool(layer, attn::CacheRole::IndexerKeys);
+  formats::kv_insert({.format = formats::KvFormat::Indexer,
+                      .page_size = keys.page_size,
+                      .cache = keys.data,
+                      .kv = ops::cast(k, DType::BF16),
+                      .slots = step.slots});
   Tensor local = Tensor::empty({T, cfg.index_topk}, DType::I32, dev);
   const ops::IndexerParams ip = ops::IndexerParams::glm(cfg.index_topk, Hi, D);
-  for (const Segment& s : step.segments) {
-    Tensor& keys = s.req->index_keys.at(static_cast<size_t>(layer));
-    DSA_CHECK(keys.defined() && keys.size(0) >= s.start + s.count, "glm5 indexer: key buffer of layer {} too small",
-              layer);
-    keys.slice(0, s.start, s.start + s.count).copy_from(k.slice(0, s.first, s.first + s.count));
-    const int64_t a = s.first, b = s.first + s.count;
-    ops::indexer_topk(qi.slice(0, a, b), keys.slice(0, 0, s.start + s.count), weights.slice(0, a, b),
-                      step.positions.slice(0, a, b), ip, local.slice(0, a, b));
-  }
+  Tensor scores = Tensor::empty({T, step.max_seq_len}, DType::F32, dev);
+  ops::indexer_scores_paged(qi, {keys.data, keys.page_size, step.blocks.table, step.token_seg}, weights,
+                            step.positions, ip, scores);
+  ops::topk_select(scores, step.positions, ip, local);
 
   ops::TopkToSlotsParams tp;
   tp.local = local;

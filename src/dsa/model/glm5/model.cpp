@@ -1,10 +1,9 @@
 #include "dsa/model/glm5/model.h"
 
-#include <cstdlib>
 
 #include "dsa/attention/plan.h"
+#include "dsa/model/cache_specs.h"
 #include "dsa/attention/registry.h"
-#include "dsa/engine/batch.h"
 #include "dsa/attention/selector.h"
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
@@ -56,9 +55,9 @@ std::unique_ptr<attn::AttentionImpl> make_attention_impl(Device dev, const Atten
   return sel.backend->create_impl(ic);
 }
 
-// The engine's KV manager over this model's attention plan (pages of 64 tokens). The plan is
-// made for the padded head count the kernels run with.
-engine::KvManager make_kv_manager(const ModelConfig& cfg, Device dev, const AttentionConfig& a, int64_t pages) {
+// The attention plan of the model's layer types (pages of 64 tokens), for the padded head count
+// the kernels run with.
+std::vector<attn::LayerPlan> plan_for(const ModelConfig& cfg, Device dev, const AttentionConfig& a) {
   attn::register_builtin_attention_backends();
   std::vector<attn::AttentionLayerSpec> layers = cfg.attention_layers();
   for (auto& l : layers) l.num_heads = static_cast<int>(a.heads_padded);
@@ -70,11 +69,40 @@ engine::KvManager make_kv_manager(const ModelConfig& cfg, Device dev, const Atte
   po.kv_cache_dtype = attn::KvCacheDtype::Fp8DsMla;
   po.block_size = kPageSize;
   po.select.log = false;
-  engine::KvManagerOptions ko;
-  ko.device = dev;
-  ko.num_blocks = pages;
-  ko.max_position = cfg.max_position_embeddings;
-  return engine::KvManager::for_model(cfg, attn::plan_attention(layers, po), ko);
+  return attn::plan_attention(layers, po);
+}
+
+void add_bytes(size_t& b, const Tensor& t) { b += t.defined() ? t.nbytes() : 0; }
+void add_linear(size_t& b, const Linear& l) {
+  add_bytes(b, l.bf16);
+  add_bytes(b, l.fp8.weight);
+  add_bytes(b, l.fp8.scale);
+}
+
+// Bytes of one layer's weights as the forward reads them.
+size_t layer_bytes(const LayerWeights& L) {
+  size_t b = 0;
+  for (const Tensor* t : {&L.input_norm, &L.post_attn_norm, &L.q_a_norm, &L.kv_a_norm, &L.w_uk, &L.w_uv}) add_bytes(b, *t);
+  for (const Linear* l : {&L.q_a, &L.q_b, &L.kv_a, &L.o_proj}) add_linear(b, *l);
+  if (L.has_indexer) {
+    add_linear(b, L.indexer.wq_b);
+    add_linear(b, L.indexer.wk);
+    for (const Tensor* t : {&L.indexer.k_norm_w, &L.indexer.k_norm_b, &L.indexer.weights_proj}) add_bytes(b, *t);
+  }
+  add_bytes(b, L.moe.gate);
+  add_bytes(b, L.moe.gate_bias);
+  for (const ops::ExpertWeights* e : {&L.moe.w13, &L.moe.w2, &L.moe.shared_w13, &L.moe.shared_w2}) {
+    add_bytes(b, e->weight);
+    add_bytes(b, e->scale);
+  }
+  return b;
+}
+
+size_t weight_bytes_of(const Weights& w) {
+  size_t b = 0;
+  for (const Tensor* t : {&w.embed, &w.final_norm, &w.lm_head}) add_bytes(b, *t);
+  for (const LayerWeights& L : w.layers) b += layer_bytes(L);
+  return b;
 }
 
 }  // namespace
@@ -110,94 +138,64 @@ Model::Model(const std::string& dir, Device device, const Options& opt) : device
   mlp_cfg_.topk = cfg_.num_experts_per_tok;
   mlp_cfg_.routed_scaling = static_cast<float>(cfg_.routed_scaling_factor);
 
-  int64_t pages = opt.kv_pages;
-  if (pages <= 0) {
-    const char* env = std::getenv("DSA_GLM5_KV_PAGES");
-    pages = env && *env ? std::atoll(env) : 256;
-  }
-  kv_ = std::make_unique<engine::KvManager>(make_kv_manager(cfg_, device, a, pages));
-  latent_group_ = kv_->pool(0, attn::CacheRole::Latent).group;
+  plans_ = plan_for(cfg_, device, a);
+  weight_bytes_ = weight_bytes_of(w_);
   attn_impl_ = make_attention_impl(device, a);
 }
 
-int Model::add_request() {
-  const int id = next_id_++;
-  kv_->add_request(id);
-  requests_[id].index_keys.resize(w_.layers.size());
-  return id;
+std::vector<size_t> Model::layer_weight_bytes() const {
+  std::vector<size_t> v;
+  for (const LayerWeights& L : w_.layers) v.push_back(layer_bytes(L));
+  return v;
 }
 
-void Model::free_request(int id) {
-  auto it = requests_.find(id);
-  DSA_CHECK(it != requests_.end(), "glm5: unknown request {}", id);
-  kv_->release(id);
-  requests_.erase(it);
+kv::KvRequirements Model::kv_requirements() const {
+  kv::KvRequirements r;
+  r.groups = kv_cache_groups(cfg_, plans_);
+  r.block_size = kPageSize;
+  return r;
 }
 
-Step Model::prepare(const ForwardBatch& b) {
-  const int64_t T = static_cast<int64_t>(b.token_ids.size());
-  DSA_CHECK(T > 0, "glm5 forward: empty batch");
-  DSA_CHECK(b.request.size() == b.token_ids.size() && b.positions.size() == b.token_ids.size(),
-            "glm5 forward: token_ids ({}), request ({}) and positions ({}) differ in length", T, b.request.size(),
-            b.positions.size());
-  for (int64_t t = 0; t < T; ++t) {
-    DSA_CHECK(requests_.count(b.request[t]), "glm5 forward: token {} names unknown request {}", t, b.request[t]);
-    DSA_CHECK(b.token_ids[t] >= 0 && b.token_ids[t] < cfg_.vocab_size,
-              "glm5 forward: token {} has id {} outside the vocabulary [0, {})", t, b.token_ids[t], cfg_.vocab_size);
-  }
-  // Checks the batch (segments, positions continuing each request's cache), allocates pages and
-  // returns the slots and block tables; changes nothing when it throws.
-  engine::Batch eb = engine::batch_of(b);
-  const engine::BatchMetadata md = kv_->prepare(eb);
-  const engine::GroupMetadata& g = md.groups.at(static_cast<size_t>(latent_group_));
-
-  Step s;
-  s.tokens = T;
-  for (const engine::Batch::Segment& seg : eb.segments())
-    s.segments.push_back({&requests_.at(static_cast<int>(seg.id)), seg.first, seg.count, seg.start});
-  s.positions = md.positions;
-  s.token_seg = md.token_req;
-  s.slots = g.slots;
-  s.blocks.table = g.block_table;
-  s.blocks.page_size = g.page_size;
-  s.blocks.num_pages = g.num_pages;
-
-  // Indexer key buffers for the new positions.
-  for (Segment& sg : s.segments) {
-    for (size_t l = 0; l < w_.layers.size(); ++l) {
-      if (!w_.layers[l].has_indexer) continue;
-      Tensor& keys = sg.req->index_keys[l];
-      const int64_t need = sg.start + sg.count;
-      if (keys.defined() && keys.size(0) >= need) continue;
-      int64_t cap = keys.defined() ? keys.size(0) : 64;
-      while (cap < need) cap *= 2;
-      Tensor grown = Tensor::empty({cap, attn_cfg_.index_dim}, DType::F32, device_);
-      if (keys.defined() && sg.start > 0) grown.slice(0, 0, sg.start).copy_from(keys.slice(0, 0, sg.start));
-      keys = grown;
-    }
-  }
-  return s;
+void Model::reserve(int64_t max_tokens, int max_requests) {
+  // Step temporaries come from the engine's step arena; the MoE workspace persists across steps
+  // and is sized by moe_layer on first use (outside the arena).
+  (void)max_tokens;
+  (void)max_requests;
 }
 
-Tensor Model::forward(const ForwardBatch& batch, bool all_logits) {
-  Step step = prepare(batch);
-  const int64_t T = step.tokens, Hd = dims_.hidden;
+void Model::forward(const StepInputs& in, const Tensor& logits) {
+  const kv::BatchMetadata& md = *in.meta;
+  const int64_t T = md.num_tokens(), Hd = dims_.hidden;
+  DSA_CHECK(T > 0 && md.token_ids.defined(), "glm5 forward: a step needs token ids (got {} tokens)", T);
+  DSA_CHECK(in.logit_rows.defined() && in.logit_rows.dim() == 1, "glm5 forward: logit_rows must be i32 [N]");
+  const int64_t R = in.logit_rows.size(0);
+  logits.check("glm5 forward: logits", DType::F32, {R, w_.lm_head.size(0)});
   const ops::NormParams rms{static_cast<float>(cfg_.rms_norm_eps)};
 
+  const kv::KvPool& latent0 = in.pool(0, attn::CacheRole::Latent);
+  const kv::GroupMetadata& g = md.groups.at(static_cast<size_t>(latent0.group));
+  Step step;
+  step.in = &in;
+  step.tokens = T;
+  step.max_seq_len = md.max_seq_len;
+  step.positions = md.positions;
+  step.token_seg = md.token_req;
+  step.slots = g.slots;
+  step.blocks = {g.block_table, g.page_size, g.num_pages};
+
   // Residual stream in f32; block inputs and outputs in bf16. Everything below runs on the
-  // model's device: the token ids (checked against the vocabulary in prepare) go up once.
-  const Tensor ids =
-      Tensor::from_blob(const_cast<int32_t*>(batch.token_ids.data()), {T}, DType::I32).to(device_);
+  // model's device.
   Tensor x = Tensor::empty({T, Hd}, DType::F32, device_);
-  ops::embed_rows(w_.embed, ids, x);
+  ops::embed_rows(w_.embed, md.token_ids, x);
   trace_tensor("glm5.embed", x);
   Tensor h = Tensor::empty({T, Hd}, DType::BF16, device_);
   for (size_t l = 0; l < w_.layers.size(); ++l) {
+    in.mark(static_cast<int>(l));
     const LayerWeights& L = w_.layers[l];
     ops::rms_norm(x, L.input_norm, h, rms);
     ops::PagedKvCache cache;
     cache.kind = ops::KvCacheKind::Fp8DsMla;
-    const engine::KvPool& pool = kv_->pool(static_cast<int>(l), attn::CacheRole::Latent);
+    const kv::KvPool& pool = in.pool(static_cast<int>(l), attn::CacheRole::Latent);
     cache.page_size = pool.page_size;
     cache.data = pool.data;
     ops::add_into(x, attention_block(L, static_cast<int>(l), h, attn_cfg_, *attn_impl_, cache, step));
@@ -206,20 +204,15 @@ Tensor Model::forward(const ForwardBatch& batch, bool all_logits) {
     if (trace_enabled()) trace_tensor(fmt::format("glm5.layer{}.x", l), x);
   }
 
-  // Rows that get logits: every token, or the last token of each request.
-  Tensor rows = x;
-  if (!all_logits) {
-    rows = Tensor::empty({static_cast<int64_t>(step.segments.size()), Hd}, DType::F32, device_);
-    for (size_t i = 0; i < step.segments.size(); ++i) {
-      const int64_t t = step.segments[i].first + step.segments[i].count - 1;
-      rows.slice(0, static_cast<int64_t>(i), static_cast<int64_t>(i) + 1).copy_from(x.slice(0, t, t + 1));
-    }
-  }
-  Tensor hn = Tensor::empty({rows.size(0), Hd}, DType::BF16, device_);
+  in.mark(static_cast<int>(w_.layers.size()));
+
+  // The rows whose logits the step returns (gathered on the device).
+  Tensor rows = Tensor::empty({R, Hd}, DType::F32, device_);
+  ops::embed_rows(x, in.logit_rows, rows);
+  Tensor hn = Tensor::empty({R, Hd}, DType::BF16, device_);
   ops::rms_norm(rows, w_.final_norm, hn, rms);
-  Tensor logits = Tensor::empty({rows.size(0), w_.lm_head.size(0)}, DType::F32, device_);
-  ops::linear_bf16(hn, w_.lm_head, logits);
-  return logits.to(Device::cpu());
+  Tensor out = logits;
+  ops::linear_bf16(hn, w_.lm_head, out);
 }
 
 }  // namespace dsa::model::glm5

@@ -9,13 +9,16 @@
 //   loads; float accumulation.
 // select_kernel: per token one CTA of 1024 threads selects the min(topk, visible) largest
 //   scores. Each visible entry gets a unique 64-bit key (order-preserving bits of the score << 32 |
-//   (0xffffffff - e)), so "larger key" = higher score, ties -> lower index. A radix select over
-//   the 8 bytes of the key (8 passes, 256-bin shared-memory histogram each; counts are
-//   order-independent, so the result is deterministic) finds the k-th largest key; entries with a
-//   key >= it are gathered (exactly k of them) into shared memory, bitonic-sorted descending
-//   (<= 2048 keys, 16 KB) and written as indices; the remaining slots get -1.
+//   (0xffffffff - e)), so "larger key" = higher score, ties -> lower index. When no more than topk
+//   entries are visible (short contexts) they are all chosen and only sorted. Otherwise a radix
+//   select over the 8 bytes of the key (8 passes, 256-bin shared-memory histogram each, the digit
+//   found by one warp's suffix sums; counts are order-independent, so the result is
+//   deterministic) finds the k-th largest key, and entries with a key >= it are gathered (exactly
+//   k of them) into shared memory. The keys are bitonic-sorted descending (<= 2048 keys, 16 KB)
+//   and written as indices; the remaining slots get -1.
 #include <cstdint>
 
+#include "dsa/ops/common/block_select.cuh"
 #include "dsa/ops/indexer/indexer_cuda.h"
 #include "dsa/ops/norm/cuda_elem.cuh"
 #include "dsa/ops/norm/cuda_launch.h"
@@ -74,23 +77,11 @@ __global__ void score_kernel(IndexerScoreArgs a) {
   }
 }
 
-// Order-preserving map of a float to uint32 (larger float -> larger integer; -inf lowest).
-// -0 and +0 map to the same value: they compare equal, so they tie like on the CPU.
-__device__ __forceinline__ uint32_t ordered_bits(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) == 0) u = 0;
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-__device__ __forceinline__ uint64_t entry_key(const float* row, int64_t e) {
-  return (static_cast<uint64_t>(ordered_bits(row[e])) << 32) | (0xffffffffu - static_cast<uint32_t>(e));
-}
+__device__ __forceinline__ uint64_t entry_key(const float* row, int64_t e) { return value_index_key(row[e], e); }
 
 __global__ void select_kernel(TopkSelectArgs a) {
-  __shared__ uint32_t hist[256];
+  __shared__ RadixScratch scratch;
   __shared__ uint64_t picked[kIndexerMaxTopk];
-  __shared__ uint64_t prefix_s;
-  __shared__ int64_t remaining_s;
   __shared__ uint32_t count_s;
   const int64_t t = blockIdx.x;
   const float* row = a.scores + t * a.N;
@@ -100,68 +91,21 @@ __global__ void select_kernel(TopkSelectArgs a) {
   for (int64_t i = threadIdx.x; i < a.topk; i += blockDim.x)
     if (i >= k) out[i] = -1;
   if (k == 0) return;
-
-  // Radix select: after pass p, prefix holds the top (p+1) bytes of the k-th largest key and
-  // remaining the rank of that key among the keys sharing the prefix.
-  if (threadIdx.x == 0) {
-    prefix_s = 0;
-    remaining_s = k;
-  }
-  __syncthreads();
-  for (int pass = 0; pass < 8; ++pass) {
-    const int shift = 56 - 8 * pass;
-    const uint64_t mask = pass == 0 ? 0 : (~uint64_t{0} << (shift + 8));
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+  if (visible <= a.topk) {
+    // Every visible entry is chosen: no selection, only the sort below.
+    for (int64_t e = threadIdx.x; e < visible; e += blockDim.x) picked[e] = entry_key(row, e);
+  } else {
+    const uint64_t kth = block_kth_largest([&](int64_t e) { return entry_key(row, e); }, visible, k, scratch);
+    if (threadIdx.x == 0) count_s = 0;
     __syncthreads();
-    const uint64_t prefix = prefix_s;
     for (int64_t e = threadIdx.x; e < visible; e += blockDim.x) {
       const uint64_t key = entry_key(row, e);
-      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xff], 1u);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      int64_t rem = remaining_s;
-      int digit = 255;
-      for (; digit > 0; --digit) {  // from the largest digit down
-        if (static_cast<int64_t>(hist[digit]) >= rem) break;
-        rem -= hist[digit];
-      }
-      prefix_s = prefix | (static_cast<uint64_t>(digit) << shift);
-      remaining_s = rem;
-    }
-    __syncthreads();
-  }
-  const uint64_t kth = prefix_s;  // keys are unique: exactly k keys are >= kth
-  if (threadIdx.x == 0) count_s = 0;
-  __syncthreads();
-  for (int64_t e = threadIdx.x; e < visible; e += blockDim.x) {
-    const uint64_t key = entry_key(row, e);
-    if (key >= kth) picked[atomicAdd(&count_s, 1u)] = key;
-  }
-  __syncthreads();
-  // Bitonic sort (descending) of the k picked keys, padded with 0 (below every real key).
-  int n = 1;
-  while (n < k) n <<= 1;
-  for (int i = static_cast<int>(k) + threadIdx.x; i < n; i += blockDim.x) picked[i] = 0;
-  __syncthreads();
-  for (int size = 2; size <= n; size <<= 1) {
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const int j = i ^ stride;
-        if (j > i) {
-          const bool desc = (i & size) == 0;
-          const uint64_t x = picked[i], y = picked[j];
-          if (desc ? (x < y) : (x > y)) {
-            picked[i] = y;
-            picked[j] = x;
-          }
-        }
-      }
-      __syncthreads();
+      if (key >= kth) picked[atomicAdd(&count_s, 1u)] = key;  // exactly k keys are >= kth
     }
   }
-  for (int64_t i = threadIdx.x; i < k; i += blockDim.x)
-    out[i] = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(picked[i] & 0xffffffffu));
+  __syncthreads();
+  block_sort_desc(picked, static_cast<int>(k));
+  for (int64_t i = threadIdx.x; i < k; i += blockDim.x) out[i] = static_cast<int32_t>(key_index(picked[i]));
 }
 
 }  // namespace

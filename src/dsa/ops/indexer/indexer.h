@@ -51,6 +51,26 @@ struct IndexerParams {
 void indexer_topk(const Tensor& q, const Tensor& keys, const Tensor& weights, const Tensor& positions,
                   const IndexerParams& p, const Tensor& indices, const Tensor& scores = Tensor());
 
+// Keys of every request of a step in a paged indexer key cache (the formats' indexer layout: per
+// page [P x 128 e4m3 keys][P x fp32 scales]). Request-local entry e of the request in row r of
+// block_table lives at slot block_table[r][e / P] * P + e % P.
+struct PagedIndexerKeys {
+  Tensor cache;        // u8, whole pages, contiguous
+  int page_size = 64;  // entries per page (>= 1)
+  Tensor block_table;  // i32 [R][blocks], < 0 = no page
+  Tensor token_req;    // i32 [T]: row of each token's request in block_table
+};
+
+// indexer_scores over the paged keys of each token's own request, dequantized exactly as
+// kv_gather does (e4m3 * scale): scores [T][N] f32, N = the most entries any token of the step
+// sees (known on the host, e.g. max_seq_len / ratio). Entry e of token t is scored when
+// e < (pos + 1) / ratio and its page exists (a missing page, a page >= the cache's page count or
+// an entry past the block table give -inf, on both devices); every other entry gets -inf.
+// q: [T][H][128] f32|bf16, weights [T][H] f32|bf16, positions [T] i32|i64. CUDA: H <= 64.
+// Batched over requests in one launch: this is what the model forwards use.
+void indexer_scores_paged(const Tensor& q, const PagedIndexerKeys& keys, const Tensor& weights, const Tensor& positions,
+                          const IndexerParams& p, const Tensor& scores);
+
 // The two halves. indexer_scores writes scores [T][N] (-inf where e >= (pos+1)/m);
 // topk_select picks, per row, the min(topk, visible) highest scores among the visible entries
 // (descending, ties -> lower index first) and pads with -1. p.scale is unused by topk_select.

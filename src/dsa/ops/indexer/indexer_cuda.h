@@ -34,3 +34,29 @@ void indexer_scores(const IndexerScoreArgs& a);
 void topk_select(const TopkSelectArgs& a);
 
 }  // namespace dsa::ops::cuda
+
+namespace dsa::ops::cuda {
+
+constexpr int64_t kIndexerPagedMaxHeads = 64;
+
+struct IndexerPagedScoreArgs {
+  const void* q;        // [T][H][128]
+  const void* weights;  // [T][H]
+  const void* positions;
+  bool positions_i64;
+  DType q_dtype, w_dtype;
+  const uint8_t* cache;
+  int page_size;
+  int64_t num_pages;
+  const int32_t* block_table;  // [R][blocks]
+  int64_t blocks;
+  const int32_t* token_req;    // [T]
+  int64_t num_requests;
+  float* scores;               // [T][N]
+  int64_t T, H, N, ratio;
+  float scale;
+};
+
+void indexer_scores_paged(const IndexerPagedScoreArgs& a);
+
+}  // namespace dsa::ops::cuda

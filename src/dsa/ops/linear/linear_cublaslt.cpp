@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_memory.h"
 #include "dsa/core/cuda_stream.h"
 #include "dsa/ops/linear/cublaslt_context.h"
 #include "dsa/ops/linear/cuda/kernels.h"
@@ -77,6 +78,7 @@ const float* weight_scales(const Tensor& scale, int layout) {
   if (it != cache.end()) return it->second.data<float>();
   const int64_t NB = scale.size(0), KB = scale.size(1);
   const int64_t ld = layout == 2 ? (NB + 3) / 4 * 4 : NB;
+  cuda_memory::PersistentScope persistent;  // cached across steps
   Tensor out = Tensor::zeros({layout == 0 ? NB * KB : KB * ld}, DType::F32, scale.device());
   cuda::launch_weight_scales(scale.raw(), scale.dtype() == DType::F32, NB, KB, layout, ld, out.data<float>());
   DSA_CUDA_CHECK_LAUNCH();
@@ -125,6 +127,7 @@ bool linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor&
   const auto [la, lb] = scale_layout();
   // Activations: e4m3 values and fp32 scales (scratch grown on demand).
   static Tensor q, s;
+  cuda_memory::PersistentScope persistent;  // grown on demand, kept across steps
   if (!q.defined() || q.numel() < T * K) q = Tensor::empty({T * K}, DType::E4M3, x.device());
   if (!s.defined() || s.numel() < T * (K / 128)) s = Tensor::empty({T * (K / 128)}, DType::F32, x.device());
   Tensor qv = q.slice(0, 0, T * K).reshape({T, K});

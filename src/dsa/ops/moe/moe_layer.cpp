@@ -1,13 +1,16 @@
 // The MoE layer as straight-line code over the MoE ops; runs wherever the tensors live.
 #include "dsa/ops/moe/moe_layer.h"
 
+#include "dsa/core/cuda_memory.h"
 #include "dsa/ops/tactics/tactic_chooser.h"
 
 namespace dsa::ops {
 
-// Reallocates t unless it already has this shape, dtype and device.
+// Reallocates t unless it already has this shape, dtype and device. The workspace lives across
+// steps, so it never comes from a step arena.
 static void ensure(Tensor& t, const Shape& shape, DType dtype, Device dev) {
   if (t.defined() && t.shape() == shape && t.dtype() == dtype && t.device() == dev) return;
+  cuda_memory::PersistentScope persistent;
   t = Tensor::empty(shape, dtype, dev);
 }
 
@@ -40,8 +43,10 @@ void moe_layer(const Tensor& x, const Tensor& token_ids, const MoeLayerWeights& 
 
   MoeLayout& l = ws.layout;
   if (!l.m_indices.defined() || l.tokens != T || l.topk != k || l.experts != E || l.alignment != p.alignment ||
-      l.m_indices.device() != dev)
+      l.m_indices.device() != dev) {
+    cuda_memory::PersistentScope persistent;
     l = make_moe_layout(T, k, E, p.alignment, dev);
+  }
   build_moe_layout(ws.topk_ids, l);
 
   ExpertGemmParams gp;

@@ -1,0 +1,247 @@
+// `dsa bench decode`: decode steps of a whole model through the engine (model runner, device
+// sampling), at several batch sizes after a prompt of --context tokens per request. Per layer kind
+// (DeepSeek-V4 swa / csa / hca, GLM-5.1 dense / moe) it reports the device time per layer (CUDA
+// events at the model's layer boundaries, median over layers of the kind and timed steps), the
+// layer's weight bytes plus the KV bytes the step reads, the HBM floor of those bytes at the copy
+// bandwidth measured in the same run, and the ratio to it. Per step: device time, host time
+// (until the step's work is enqueued), wall time, the nodes of the step captured as a CUDA graph
+// (kernels + copies + memsets: the launches), and the full-model decode rate extrapolated from
+// the layer mix of the real config (DeepSeek-V4-Flash 43 layers, -Pro 61, GLM-5.1 78).
+// Checkpoints: --model DIR, or --preset flash|pro|glm-5.1 (real shapes, fast-filled weights,
+// --layers of them, written to a temporary directory) or tiny-v4|tiny-glm (CPU smoke runs).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "bench/bench_util_gpu.h"
+#include "dsa/core/device.h"
+#include "dsa/core/error.h"
+#include "dsa/core/log.h"
+#include "dsa/engine/engine.h"
+#include "dsa/model/causal_lm.h"
+#include "dsa/model/checkpoint_tiny.h"
+#include "dsa/model/config.h"
+
+namespace dsa::bench {
+namespace {
+
+// A preset checkpoint in a temporary directory, removed afterwards.
+struct TempCheckpoint {
+  std::filesystem::path dir;
+  ~TempCheckpoint() {
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+  }
+};
+
+std::string kind_of(const model::ModelConfig& c, int l) {
+  if (c.arch == model::Arch::DeepseekV4) {
+    const int r = c.compress_ratios.at(static_cast<size_t>(l));
+    return r == 0 ? "swa" : r == 4 ? "csa" : "hca";
+  }
+  return l < c.first_k_dense_replace ? "dense" : "moe";
+}
+
+// KV-cache bytes one decode row reads in layer l at `ctx` tokens of context.
+double kv_read_bytes(const model::ModelConfig& c, int l, int64_t ctx) {
+  if (c.arch == model::Arch::DeepseekV4) {
+    const int r = c.compress_ratios.at(static_cast<size_t>(l));
+    double b = static_cast<double>(std::min<int64_t>(ctx, c.sliding_window)) * 584;
+    if (r == 4) b += static_cast<double>(std::min<int64_t>(c.index_topk, ctx / 4)) * 584 + static_cast<double>(ctx / 4) * 132;
+    if (r == 128) b += static_cast<double>(ctx / 128) * 584;
+    return b;
+  }
+  return static_cast<double>(std::min<int64_t>(c.index_topk, ctx)) * 656 + static_cast<double>(ctx) * 132;
+}
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    DSA_CHECK(!item.empty(), "--batch '{}': empty item", s);
+    size_t used = 0;
+    const long long x = std::stoll(item, &used);
+    DSA_CHECK(used == item.size() && x >= 1 && x <= 4096, "--batch '{}': '{}' is not a batch size in [1, 4096]", s, item);
+    v.push_back(x);
+  }
+  DSA_CHECK(!v.empty(), "--batch is empty");
+  return v;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The layer kinds of the real model a preset stands for, with counts.
+std::map<std::string, int> real_layer_mix(const model::ModelConfig& measured, const std::string& preset) {
+  model::ModelConfig real = measured;
+  if (preset == "flash") real = model::builtin_model_config("deepseek-v4-flash");
+  if (preset == "pro") real = model::builtin_model_config("deepseek-v4-pro");
+  if (preset == "glm-5.1") real = model::builtin_model_config("glm-5.1");
+  std::map<std::string, int> mix;
+  for (int l = 0; l < real.num_layers; ++l) ++mix[kind_of(real, l)];
+  return mix;
+}
+
+std::vector<Row> run(const Options& o) {
+  const Device dev = o.device_name == "cpu" ? Device::cpu() : Device::cuda(o.device);
+  DSA_CHECK(o.device_name == "cpu" || o.device_name == "cuda", "--on must be cpu or cuda, got '{}'", o.device_name);
+  if (dev.is_cuda()) DSA_CHECK(!cuda_devices().empty(), "bench decode: no CUDA device ({})", cuda_unavailable_reason());
+  DSA_CHECK(o.context >= 1, "--context must be >= 1, got {}", o.context);
+  std::string dir = o.model;
+  TempCheckpoint tmp;
+  std::string preset = o.preset;
+  if (dir.empty()) {
+    if (preset.empty()) preset = "flash";
+    TinyOptions t;
+    t.fast_fill = preset != "tiny-v4" && preset != "tiny-glm";
+    t.arch = preset == "glm-5.1" || preset == "tiny-glm" ? "glm_moe_dsa" : "deepseek_v4";
+    t.preset = preset == "tiny-v4" || preset == "tiny-glm" ? "tiny" : preset;
+    t.layers = o.layers > 0 ? o.layers : (t.preset == "tiny" ? 0 : (t.arch == "glm_moe_dsa" ? 5 : 4));
+    t.seed = 1;
+    t.max_shard_bytes = uint64_t{2} << 30;
+    tmp.dir = std::filesystem::temp_directory_path() / fmt::format("dsa_bench_decode_{}_{}", preset, ::getpid());
+    std::filesystem::remove_all(tmp.dir);
+    std::printf("writing a %s checkpoint with %lld layers to %s\n", preset.c_str(), static_cast<long long>(t.layers),
+                tmp.dir.c_str());
+    make_tiny_checkpoint(t, tmp.dir.string());
+    dir = tmp.dir.string();
+  }
+  auto lm = model::load_causal_lm(dir, dev, {.progress = false});
+  const model::ModelConfig& c = lm->config();
+  const std::vector<int64_t> batches = parse_list(o.batch);
+  const int64_t bmax = *std::max_element(batches.begin(), batches.end());
+  const int warm = 2, timed = o.quick ? 3 : 8;
+#ifdef DSA_WITH_CUDA
+  const double copy_gbs = dev.is_cuda() ? measured_copy_gbs() : 0;
+#else
+  const double copy_gbs = 0;
+#endif
+  if (copy_gbs > 0) std::printf("measured copy bandwidth %.0f GB/s (read + write)\n", copy_gbs);
+  engine::EngineOptions eo;
+  eo.max_running = static_cast<int>(bmax);
+  eo.max_step_tokens = std::max<int64_t>(bmax, std::min<int64_t>(bmax * o.context, 8192));
+  eo.max_model_len = o.context + warm + timed + 8;
+  engine::Engine eng(*lm, eo);
+  eng.runner().set_profiling(true);
+  const std::vector<size_t> layer_bytes = lm->layer_weight_bytes();
+  const std::map<std::string, int> mix = real_layer_mix(c, preset);
+  std::mt19937_64 gen(7);
+  std::vector<Row> rows;
+
+  for (int64_t B : batches) {
+    engine::SamplingParams sp;
+    sp.max_tokens = warm + timed + 4;
+    sp.ignore_eos = true;
+    std::map<uint64_t, bool> decoding;
+    for (int64_t i = 0; i < B; ++i) {
+      std::vector<int32_t> p(static_cast<size_t>(o.context));
+      for (int32_t& t : p) t = static_cast<int32_t>(gen() % static_cast<uint64_t>(c.vocab_size));
+      decoding[eng.add_request(p, sp)] = false;
+    }
+    auto step = [&] {
+      for (const engine::StepOutput& s : eng.step()) {
+        DSA_CHECK(s.finish != engine::FinishReason::Error, "bench decode: {}", s.error);
+        if (!s.new_tokens.empty()) decoding[s.id] = true;
+      }
+    };
+    while (std::any_of(decoding.begin(), decoding.end(), [](const auto& kv) { return !kv.second; })) step();
+    for (int i = 0; i < warm; ++i) step();
+    int64_t nodes = -1;
+    std::string capture_error;
+    if (dev.is_cuda()) {
+      eng.runner().count_nodes_next_step();
+      step();
+      nodes = eng.runner().profile().graph_nodes;
+      capture_error = eng.runner().profile().capture_error;
+    }
+    std::map<std::string, std::vector<double>> per_kind;
+    std::vector<double> device_ms, host_ms, wall_ms, head_ms;
+    for (int i = 0; i < timed; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      step();
+      wall_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      const engine::StepProfile& p = eng.runner().profile();
+      host_ms.push_back(p.host_ms);
+      if (!dev.is_cuda()) continue;
+      device_ms.push_back(p.device_ms);
+      DSA_CHECK(p.points_ms.size() == static_cast<size_t>(c.num_layers) + 1,
+                "bench decode: the forward marked {} points, expected {}", p.points_ms.size(), c.num_layers + 1);
+      for (int l = 0; l < c.num_layers; ++l) per_kind[kind_of(c, l)].push_back(p.points_ms[l + 1] - p.points_ms[l]);
+      head_ms.push_back(p.device_ms - p.points_ms.back() + p.points_ms.front());
+    }
+    for (const auto& [id, started] : decoding) eng.abort(id);
+    while (eng.has_unfinished()) eng.step();
+
+    // Per layer kind: time, bytes, floor.
+    std::map<std::string, double> kind_us;
+    for (auto& [kind, ts] : per_kind) {
+      double wbytes = 0, kvbytes = 0;
+      int n = 0;
+      for (int l = 0; l < c.num_layers; ++l)
+        if (kind_of(c, l) == kind) {
+          wbytes += static_cast<double>(layer_bytes[static_cast<size_t>(l)]);
+          kvbytes += kv_read_bytes(c, l, o.context) * static_cast<double>(B);
+          ++n;
+        }
+      wbytes /= n;
+      kvbytes /= n;
+      const double us = median(ts) * 1e3, bytes = wbytes + kvbytes;
+      const double floor_us = bytes / (copy_gbs * 1e9 / 2) * 1e6;  // copy GB/s counts read + write
+      kind_us[kind] = us;
+      Row r;
+      r.name = fmt::format("B={} {} layer", B, kind);
+      r.us = us;
+      r.gbs = bytes / (us * 1e-6) / 1e9;
+      r.roofline_pct = floor_us / us * 100;
+      r.extra["weight_MB"] = wbytes / 1e6;
+      r.extra["kv_MB"] = kvbytes / 1e6;
+      r.extra["floor_us"] = floor_us;
+      r.extra["x_floor"] = us / floor_us;
+      rows.push_back(r);
+    }
+    Row s;
+    s.name = fmt::format("B={} step ({} layers)", B, c.num_layers);
+    s.us = dev.is_cuda() ? median(device_ms) * 1e3 : median(wall_ms) * 1e3;
+    s.extra["host_us"] = median(host_ms) * 1e3;
+    s.extra["wall_us"] = median(wall_ms) * 1e3;
+    s.extra["launches"] = nodes;
+    if (!capture_error.empty()) s.extra["capture_error"] = capture_error;
+    s.extra["tok_s"] = static_cast<double>(B) / (median(wall_ms) * 1e-3);
+    rows.push_back(s);
+    if (dev.is_cuda()) {
+      // The real model: its layer mix at the measured per-kind times, plus the head.
+      double us = median(head_ms) * 1e3;
+      bool complete = true;
+      for (const auto& [kind, n] : mix) {
+        if (!kind_us.count(kind)) complete = false;
+        us += n * (kind_us.count(kind) ? kind_us[kind] : 0);
+      }
+      Row m;
+      m.name = fmt::format("B={} full model (extrapolated)", B);
+      m.us = us;
+      m.extra["tok_s"] = static_cast<double>(B) / (us * 1e-6);
+      m.extra["head_us"] = median(head_ms) * 1e3;
+      if (!complete) m.extra["note"] = "a layer kind of the real model was not measured";
+      rows.push_back(m);
+    }
+  }
+  return rows;
+}
+
+const bool registered = add_bench(
+    "decode",
+    "Decode steps through the engine: per layer kind device time vs its HBM floor, host time, launches, full-model tok/s",
+    run, /*model_options=*/true);
+
+}  // namespace
+}  // namespace dsa::bench

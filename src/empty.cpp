@@ -1,0 +1,1 @@
+// Placeholder source of a layer library that has no .cpp of its own yet.
