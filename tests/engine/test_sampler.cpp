@@ -1,10 +1,11 @@
-// Sampler: greedy is the argmax (lowest id on ties, NaN never wins), top_k = 1 and a tiny top_p
+// Sampler: greedy is the argmax (lowest id on ties; a row with NaN gives -1), top_k = 1 and a tiny top_p
 // are greedy too, draws follow softmax(logits / temperature) within the cut, a seed reproduces
 // (the draw of each position is a pure function of seed and position).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "dsa/core/error.h"
@@ -16,8 +17,12 @@ namespace {
 TEST(Sampler, GreedyIsArgmax) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> l{0.5f, 2.f, nan, 2.f, -1.f};
-  EXPECT_EQ(sample_token(l.data(), 5, SamplingParams{}, 1, 0), 1);
   EXPECT_EQ(argmax_token(l.data(), 5), 1);
+  // The sampler refuses a row with a NaN (-1: the engine reports a non-finite logit) ...
+  EXPECT_EQ(sample_token(l.data(), 5, SamplingParams{}, 1, 0), -1);
+  // ... and is the argmax, lowest id on ties, of a finite row.
+  l[2] = -5.f;
+  EXPECT_EQ(sample_token(l.data(), 5, SamplingParams{}, 1, 0), 1);
   std::vector<float> all_nan{nan, nan};
   EXPECT_THROW(argmax_token(all_nan.data(), 2), Error);
 }

@@ -7,7 +7,6 @@
 #include "common/testing.h"
 #include "dsa/core/error.h"
 #include "dsa/kv/batch.h"
-#include "dsa/model/causal_lm.h"
 
 using dsa::test::error_of;
 
@@ -97,20 +96,6 @@ TEST(Batch, Limits) {
   EXPECT_EQ(error_of([&] { b.validate(lim); }), "batch: token 2 (request 1) has id 99 (must be in [0, 99))");
   lim.vocab_size = 100;
   EXPECT_NO_THROW(b.validate(lim));
-}
-
-TEST(Batch, FromForwardBatch) {
-  model::ForwardBatch f;
-  f.token_ids = {5, 6, 7};
-  f.request = {3, 3, 1};
-  f.positions = {10, 11, 0};
-  Batch b = batch_of(f);
-  EXPECT_EQ(b.request, (std::vector<RequestId>{3, 3, 1}));
-  EXPECT_EQ(b.position, (std::vector<int64_t>{10, 11, 0}));
-  EXPECT_EQ(b.token, (std::vector<int32_t>{5, 6, 7}));
-  EXPECT_EQ(b.segments().size(), 2u);
-  f.positions.pop_back();
-  EXPECT_EQ(error_of([&] { batch_of(f); }), "forward batch: 3 token ids, 3 requests, 2 positions (one each per token)");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "common/testing.h"
 #include "dsa/formats/kv_layout.h"
+#include "dsa/model/cache_specs.h"
 #include "util.h"
 
 using dsa::test::error_of;
@@ -140,7 +141,7 @@ TEST(CacheGroups, SlotRangeAndConfigMismatch) {
   auto groups = groups_of(test::tiny_glm({"full"}), 64);
   KvManagerOptions opt;
   opt.num_blocks = (int64_t{1} << 31) / 64;  // 2^31 slots: one too many
-  EXPECT_EQ(error_of([&] { KvManager k(test::reqs_of(groups, 256), opt); }),
+  EXPECT_EQ(error_of([&] { KvManager k(test::reqs_of(groups, 64), opt); }),
             "KV manager: group 'tokens' would hold 33554432 pages x 64 entries: slots must stay below 2^31");
 
   // A plan made for another config does not fit.

@@ -6,11 +6,16 @@
 // bandwidth measured in the same run, and the ratio to it. Per step: device time, host time
 // (until the step's work is enqueued), wall time, the nodes of the step captured as a CUDA graph
 // (kernels + copies + memsets: the launches), and the full-model decode rate extrapolated from
-// the layer mix of the real config (DeepSeek-V4-Flash 43 layers, -Pro 61, GLM-5.1 78).
+// the layer mix of the real config (DeepSeek-V4-Flash 43 layers, -Pro 61, GLM-5.1 78). The
+// weight bytes of a MoE layer count only the routed experts a step of B tokens is expected to
+// touch (uniform random top-k, as fast-filled weights route); the floor streams the bytes at the
+// device-to-device copy rate measured in the same run (bytes read + written per second), the
+// rate a pure read stream also reaches on the H200.
 // Checkpoints: --model DIR, or --preset flash|pro|glm-5.1 (real shapes, fast-filled weights,
 // --layers of them, written to a temporary directory) or tiny-v4|tiny-glm (CPU smoke runs).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -58,6 +63,24 @@ double kv_read_bytes(const model::ModelConfig& c, int l, int64_t ctx) {
     return b;
   }
   return static_cast<double>(std::min<int64_t>(c.index_topk, ctx)) * 656 + static_cast<double>(ctx) * 132;
+}
+
+// Bytes of one routed expert (gate, up and down with their block scales) as the checkpoint stores
+// it: MXFP4 (0.5 B per weight + a UE8M0 byte per 32) or FP8 (1 B + an f32 per 128x128 block).
+double expert_bytes(const model::ModelConfig& c) {
+  const double w = 3.0 * c.moe_intermediate_size * c.hidden_size;
+  return c.quant.expert_dtype == "fp4" ? w * (0.5 + 1.0 / 32) : w * (1.0 + 4.0 / (128 * 128));
+}
+
+// Expected distinct experts a decode step of B tokens touches with top-k of E chosen uniformly at
+// random (what fast-filled weights give): E (1 - (1 - k/E)^B).
+double touched_experts(const model::ModelConfig& c, int64_t B) {
+  const double E = c.n_routed_experts, k = c.num_experts_per_tok;
+  return E <= 0 ? 0 : E * (1 - std::pow(1 - k / E, static_cast<double>(B)));
+}
+
+bool has_routed_experts(const model::ModelConfig& c, int l) {
+  return c.n_routed_experts > 0 && (c.arch == model::Arch::DeepseekV4 || l >= c.first_k_dense_replace);
 }
 
 std::vector<int64_t> parse_list(const std::string& s) {
@@ -189,14 +212,17 @@ std::vector<Row> run(const Options& o) {
       int n = 0;
       for (int l = 0; l < c.num_layers; ++l)
         if (kind_of(c, l) == kind) {
-          wbytes += static_cast<double>(layer_bytes[static_cast<size_t>(l)]);
+          // What the step reads: the layer's weights, with only the routed experts it touches.
+          double b = static_cast<double>(layer_bytes[static_cast<size_t>(l)]);
+          if (has_routed_experts(c, l)) b -= (c.n_routed_experts - touched_experts(c, B)) * expert_bytes(c);
+          wbytes += b;
           kvbytes += kv_read_bytes(c, l, o.context) * static_cast<double>(B);
           ++n;
         }
       wbytes /= n;
       kvbytes /= n;
       const double us = median(ts) * 1e3, bytes = wbytes + kvbytes;
-      const double floor_us = bytes / (copy_gbs * 1e9 / 2) * 1e6;  // copy GB/s counts read + write
+      const double floor_us = bytes / (copy_gbs * 1e9) * 1e6;  // at the copy rate (read + write bytes per s)
       kind_us[kind] = us;
       Row r;
       r.name = fmt::format("B={} {} layer", B, kind);

@@ -141,7 +141,12 @@ void StepArena::reset() {
     if (base_) DSA_CUDA_CHECK(cudaFree(base_));
     base_ = nullptr;
     void* p = nullptr;
-    DSA_CUDA_CHECK(cudaMalloc(&p, want));
+    if (cudaMalloc(&p, want) != cudaSuccess) {  // the overflow of the last step sits in the cache
+      cudaGetLastError();
+      release_cached(device_);
+      DSA_CUDA_CHECK(cudaSetDevice(device_));
+      DSA_CUDA_CHECK(cudaMalloc(&p, want));
+    }
     base_ = static_cast<char*>(p);
     capacity_ = want;
   }
