@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the build and test dependencies from Debian packages. Idempotent and quick when all
-# is present; does nothing where apt-get is unavailable (e.g. the GPU machine, which ships them).
+# Installs the build and test dependencies from Debian packages (and the Python test packages
+# with pip). Idempotent and quick when all is present; does nothing where apt-get is unavailable
+# (e.g. the GPU machine, which ships them).
 # Optional packages (PCRE2 for the tokenizer, cpp-httplib for the server) only warn when they
 # cannot be installed: CMake then leaves those parts out and says so.
 set -euo pipefail
@@ -12,6 +13,18 @@ missing_of() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
   done
 }
+# Python test oracles of the server tests (the `openai` client, prometheus_client's parser), from
+# PyPI; a quick import check first. Without them those tests skip (CI requires them).
+py_missing=()
+for m in openai prometheus_client; do
+  python3 -c "import $m" 2>/dev/null || py_missing+=("$m")
+done
+if [ ${#py_missing[@]} -gt 0 ]; then
+  echo "install-deps: pip install ${py_missing[*]}"
+  pip_install() { python3 -m pip install --quiet --disable-pip-version-check "$@" "${py_missing[@]}"; }
+  pip_install || pip_install --user || pip_install --break-system-packages ||
+    echo "install-deps: could not pip install ${py_missing[*]}; the Python server tests will be skipped" >&2
+fi
 mapfile -t missing < <(missing_of "${required[@]}" "${optional[@]}")
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

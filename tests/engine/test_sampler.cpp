@@ -1,8 +1,12 @@
 // Sampler: greedy is the argmax (lowest id on ties, NaN never wins), top_k = 1 and a tiny top_p
-// are greedy too, draws follow softmax(logits / temperature) within the cut, a seed reproduces.
+// are greedy too, draws follow softmax(logits / temperature) within the cut (min_p too), a seed
+// reproduces; the logit processors (bias, min_tokens, penalties) give hand-computed values;
+// token_logprob is the log-softmax.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 #include <vector>
@@ -92,6 +96,81 @@ TEST(Sampler, SeedReproduces) {
   };
   EXPECT_EQ(draws(5), draws(5));
   EXPECT_NE(draws(5), draws(6));
+}
+
+TEST(Sampler, MinPCutsRelativeToTheMostLikely) {
+  const std::vector<float> l{std::log(0.6f), std::log(0.3f), std::log(0.1f)};
+  SamplingParams p;
+  p.temperature = 1;
+  p.min_p = 0.2;  // keeps p >= 0.12: ids 0 and 1, renormalised to 2/3 and 1/3
+  std::mt19937_64 rng(5);
+  std::vector<double> f(3);
+  for (int i = 0; i < 30000; ++i) f[static_cast<size_t>(sample_token(l.data(), 3, p, rng))] += 1.0 / 30000;
+  EXPECT_EQ(f[2], 0.0);
+  EXPECT_NEAR(f[0], 2.0 / 3, 0.014);
+  p.min_p = 1.0;  // only the most likely
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(sample_token(l.data(), 3, p, rng), 0);
+}
+
+// Each processor on a 6-token row, values computed by hand (float arithmetic as in the code).
+TEST(Sampler, ProcessLogitsGivesHandComputedValues) {
+  const std::vector<float> base{2.f, -1.f, 0.5f, 3.f, -2.f, 1.f};
+  const std::vector<int32_t> prompt{0, 1};
+  const std::vector<int32_t> out{3, 3, 4};
+  auto run = [&](const SamplingParams& p, std::vector<int32_t> stops = {}) {
+    std::vector<float> l = base;
+    process_logits(l.data(), 6, p, prompt, out, stops);
+    return l;
+  };
+  SamplingParams bias;
+  bias.logit_bias = {{2, 1.5f}, {5, -100.f}};
+  EXPECT_EQ(run(bias), (std::vector<float>{2.f, -1.f, 2.f, 3.f, -2.f, -99.f}));
+  SamplingParams rep;
+  rep.repetition_penalty = 2;  // ids 0, 1 (prompt), 3, 4 (output): positive halved, negative doubled
+  EXPECT_EQ(run(rep), (std::vector<float>{1.f, -2.f, 0.5f, 1.5f, -4.f, 1.f}));
+  SamplingParams fp;
+  fp.frequency_penalty = 0.5;  // counts 3: 2, 4: 1; prompt ids untouched
+  fp.presence_penalty = 0.25;
+  EXPECT_EQ(run(fp), (std::vector<float>{2.f, -1.f, 0.5f, 3.f - 1.25f, -2.f - 0.75f, 1.f}));
+  SamplingParams mt;
+  mt.min_tokens = 4;  // 3 generated: the stop ids are masked
+  std::vector<float> m = run(mt, {5, 2});
+  EXPECT_TRUE(std::isinf(m[5]) && m[5] < 0);
+  EXPECT_TRUE(std::isinf(m[2]) && m[2] < 0);
+  EXPECT_EQ(m[0], 2.f);
+  mt.min_tokens = 3;  // reached: nothing masked
+  EXPECT_EQ(run(mt, {5, 2}), base);
+  SamplingParams off;
+  EXPECT_FALSE(off.processes_logits());
+  EXPECT_EQ(run(off), base);
+  SamplingParams bad;
+  bad.logit_bias = {{6, 1.f}};
+  std::vector<float> l = base;
+  EXPECT_THROW(process_logits(l.data(), 6, bad, prompt, out, {}), Error);
+}
+
+TEST(Sampler, TokenLogprobIsTheLogSoftmax) {
+  std::mt19937_64 gen(9);
+  std::normal_distribution<float> nd(0.f, 3.f);
+  std::vector<float> l(777);
+  for (float& x : l) x = nd(gen);
+  l[10] = l[20] = 50.f;  // a tie at the top: the lower id first
+  double mx = -INFINITY, sum = 0;
+  for (float x : l) mx = std::max(mx, static_cast<double>(x));
+  for (float x : l) sum += std::exp(static_cast<double>(x) - mx);
+  const double lse = mx + std::log(sum);
+  const TokenLogprob r = token_logprob(l.data(), 777, 33, 4);
+  EXPECT_EQ(r.token, 33);
+  EXPECT_NEAR(r.logprob, l[33] - lse, 1e-5);
+  ASSERT_EQ(r.top.size(), 4u);
+  EXPECT_EQ(r.top[0].first, 10);
+  EXPECT_EQ(r.top[1].first, 20);
+  std::vector<float> sorted = l;
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  for (size_t j = 0; j < 4; ++j) EXPECT_NEAR(r.top[j].second, sorted[j] - lse, 1e-5) << j;
+  EXPECT_TRUE(token_logprob(l.data(), 777, 0, 0).top.empty());
+  std::vector<float> nan_row{1.f, std::numeric_limits<float>::quiet_NaN()};
+  EXPECT_THROW(token_logprob(nan_row.data(), 2, 0, 1), Error);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "server_harness.h"
 
 #include <chrono>
+#include <cstdio>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 
 #include "dsa/core/error.h"
 #include "dsa/model/checkpoint_tiny.h"
+#include "dsa/model/glm5/model.h"
 
 namespace dsa::server::test {
 
@@ -21,7 +23,25 @@ engine::EngineOptions harness_engine_options() {
   return o;
 }
 
-Harness::Harness(ServerOptions options) {
+std::shared_ptr<Tokenizer> test_tokenizer() {
+  try {
+    return std::shared_ptr<Tokenizer>(Tokenizer::load(std::string(DSA_TEST_DATA_DIR) + "/server/tokenizer.json"));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "test tokenizer unavailable: %s\n", e.what());
+    return nullptr;
+  }
+}
+
+namespace {
+std::unique_ptr<model::CausalLM> load(const std::filesystem::path& dir, int64_t kv_pages) {
+  if (kv_pages <= 0) return model::load_causal_lm(dir.string(), Device::cpu());
+  model::glm5::Options mo;
+  mo.kv_pages = kv_pages;
+  return std::make_unique<model::glm5::Model>(dir.string(), Device::cpu(), mo);
+}
+}  // namespace
+
+Harness::Harness(ServerOptions options, HarnessOptions h) : hopt(h) {
   static int n = 0;
   dir = std::filesystem::temp_directory_path() /
         ("dsa_server_glm_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
@@ -29,7 +49,14 @@ Harness::Harness(ServerOptions options) {
   t.arch = "glm_moe_dsa";
   t.seed = 1;
   make_tiny_checkpoint(t, dir.string());
-  lm = model::load_causal_lm(dir.string(), Device::cpu());
+  if (h.tokenizer) {
+    tok = test_tokenizer();
+    DSA_CHECK(tok != nullptr, "the test tokenizer cannot be loaded");
+    auto tk = tok;
+    options.encode = [tk](const std::string& s, bool special) { return tk->encode(s, special); };
+    options.decode = [tk](const std::vector<int32_t>& ids, bool skip) { return tk->decode(ids, skip); };
+  }
+  lm = load(dir, h.kv_pages);
   engine = std::make_unique<engine::Engine>(*lm, harness_engine_options());
   options.port = 0;
   server = std::make_unique<Server>(*engine, options);
@@ -55,9 +82,24 @@ Harness::~Harness() {
 
 std::vector<engine::Completion> Harness::reference(const std::vector<std::vector<int32_t>>& prompts,
                                                    const std::vector<engine::SamplingParams>& params) {
-  if (!ref_lm) ref_lm = model::load_causal_lm(dir.string(), Device::cpu());  // the served one is the server's
+  if (!ref_lm) ref_lm = load(dir, hopt.kv_pages);  // the served one is the server's
   engine::Engine e(*ref_lm, harness_engine_options());
   return e.generate(prompts, params);
+}
+
+std::vector<float> Harness::reference_logits(const std::vector<int32_t>& tokens) {
+  if (!ref_lm) ref_lm = load(dir, hopt.kv_pages);
+  const int id = ref_lm->add_request();
+  model::ForwardBatch b;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    b.token_ids.push_back(tokens[i]);
+    b.request.push_back(id);
+    b.positions.push_back(static_cast<int64_t>(i));
+  }
+  const Tensor l = ref_lm->forward(b, /*all_logits=*/true);
+  ref_lm->free_request(id);
+  const float* p = l.data<float>();
+  return std::vector<float>(p, p + l.numel());
 }
 
 httplib::Client Harness::client() const {
@@ -70,6 +112,11 @@ httplib::Client Harness::client() const {
 
 httplib::Result Harness::post(const nlohmann::json& body, const char* path) const {
   return client().Post(path, body.dump(), "application/json");
+}
+
+std::string Harness::metrics() const {
+  auto r = client().Get("/metrics");
+  return r && r->status == 200 ? r->body : std::string();
 }
 
 std::vector<std::string> sse_data(const std::string& body) {
@@ -93,6 +140,12 @@ std::vector<int32_t> prompt_of(int64_t n, uint64_t seed) {
   std::vector<int32_t> p;
   for (int64_t i = 0; i < n; ++i) p.push_back(static_cast<int32_t>(2 + rng() % 500));
   return p;
+}
+
+double metric_value(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
 }
 
 }  // namespace dsa::server::test

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -62,6 +63,13 @@ void Engine::check_request(const std::vector<int32_t>& prompt, const SamplingPar
   DSA_CHECK(need <= max_model_len_,
             "prompt ({} tokens) + max_tokens ({}) = {} exceeds the maximum context length {}", prompt.size(),
             params.max_tokens, need, max_model_len_);
+}
+
+bool Engine::can_ever_fit(int64_t tokens) const { return tokens <= max_model_len_ && lm_.kv_can_hold(tokens); }
+
+bool Engine::is_running(uint64_t id) const {
+  auto it = seqs_.find(id);
+  return it != seqs_.end() && it->second->model_id >= 0;
 }
 
 uint64_t Engine::add_request(std::vector<int32_t> prompt, const SamplingParams& params) {
@@ -175,9 +183,11 @@ std::vector<StepOutput> Engine::step() {
         b.request.push_back(sl.seq->model_id);
         b.positions.push_back(pos);
       }
+    bool all_logits = false;  // some request wants its prompt's logprobs from this chunk
+    for (const Slot& sl : plan) all_logits |= sl.seq->wants_prompt_logprobs() && sl.seq->computed < sl.seq->prompt_len;
     Tensor logits;
     try {
-      logits = lm_.forward(b);
+      logits = lm_.forward(b, all_logits);
     } catch (const KvOutOfMemory& e) {
       if (running_.size() > 1) {
         preempt_last();
@@ -189,17 +199,45 @@ std::vector<StepOutput> Engine::step() {
                          e.what()));
       continue;
     }
-    DSA_CHECK(logits.dim() == 2 && logits.size(0) == static_cast<int64_t>(plan.size()) && logits.size(1) == V,
-              "engine: the forward returned logits {} for {} requests of vocabulary {}", logits.str(), plan.size(), V);
+    const int64_t want_rows = all_logits ? static_cast<int64_t>(b.token_ids.size()) : static_cast<int64_t>(plan.size());
+    DSA_CHECK(logits.dim() == 2 && logits.size(0) == want_rows && logits.size(1) == V,
+              "engine: the forward returned logits {} for {} rows of vocabulary {}", logits.str(), want_rows, V);
     const float* rows = logits.data<float>();
+    int64_t first_row = 0;  // all_logits: the slot's first token's row
     for (size_t r = 0; r < plan.size(); ++r) {
       Sequence& s = *plan[r].seq;
-      s.computed += plan[r].count;
+      const int64_t count = plan[r].count;
+      if (all_logits && s.wants_prompt_logprobs())
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t pos = s.computed + i;  // this row predicts the token at pos + 1
+          if (pos + 1 < s.prompt_len && pos == static_cast<int64_t>(s.prompt_logprobs.size()))
+            s.prompt_logprobs.push_back(token_logprob(rows + (first_row + i) * V, V,
+                                                      s.tokens[static_cast<size_t>(pos + 1)], s.params.prompt_logprobs));
+        }
+      const float* row = rows + (all_logits ? first_row + count - 1 : static_cast<int64_t>(r)) * V;
+      first_row += count;
+      s.computed += count;
       if (s.remaining() > 0) continue;  // mid-prompt chunk: its logits are not used
-      const int32_t tok = sample_token(rows + r * V, V, s.params, s.rng);
+      int32_t tok;
+      if (s.params.processes_logits()) {
+        std::vector<int32_t> stop_ids = s.params.stop_token_ids;
+        if (!s.params.ignore_eos) stop_ids.insert(stop_ids.end(), opt_.eos_token_ids.begin(), opt_.eos_token_ids.end());
+        std::vector<float> processed(row, row + V);
+        const std::span<const int32_t> all(s.tokens);
+        process_logits(processed.data(), V, s.params, all.first(static_cast<size_t>(s.prompt_len)),
+                       all.subspan(static_cast<size_t>(s.prompt_len)), stop_ids);
+        tok = sample_token(processed.data(), V, s.params, s.rng);
+      } else {
+        tok = sample_token(row, V, s.params, s.rng);
+      }
       s.tokens.push_back(tok);
       StepOutput o = report(s);
       o.new_tokens.push_back(tok);
+      if (s.params.logprobs >= 0) o.logprobs.push_back(token_logprob(row, V, tok, s.params.logprobs));
+      if (s.params.prompt_logprobs >= 0 && !s.prompt_logprobs_reported) {
+        o.prompt_logprobs = s.prompt_logprobs;
+        s.prompt_logprobs_reported = true;
+      }
       out.push_back(std::move(o));
       const bool eos = !s.params.ignore_eos &&
                        std::find(opt_.eos_token_ids.begin(), opt_.eos_token_ids.end(), tok) != opt_.eos_token_ids.end();

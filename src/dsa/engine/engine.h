@@ -12,6 +12,10 @@
 // its tokens gets a new token sampled from its logits row (sampler.h); it finishes with "stop"
 // when that token is one of its stop ids (or an eos id unless ignore_eos), with "length" at
 // max_tokens (or the model's context length); its model state (KV pages) is freed at once.
+// Requests that need more than the bare row (penalties, logit_bias, min_tokens: a processed
+// copy is sampled; logprobs: log-softmax of the raw row) go through the host functions of
+// sampler.h; a step holding a request that asked for prompt logprobs and still prefills its
+// prompt runs the forward with every token's logits.
 //
 // KV memory: the engine cannot see the model's page pools, so it learns of exhaustion from the
 // forward: KvManager::prepare throws KvOutOfMemory before changing anything. Then the most
@@ -29,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "dsa/engine/sampler.h"
 #include "dsa/engine/sampling_params.h"
 #include "dsa/engine/sequence.h"
 #include "dsa/model/causal_lm.h"
@@ -49,6 +54,9 @@ struct EngineOptions {
 struct StepOutput {
   uint64_t id = 0;
   std::vector<int32_t> new_tokens;  // 0 or 1 tokens
+  std::vector<TokenLogprob> logprobs;         // params.logprobs >= 0: one per new token (raw logits)
+  std::vector<TokenLogprob> prompt_logprobs;  // params.prompt_logprobs >= 0: prompt tokens 1.., once,
+                                              // with the first new token
   FinishReason finish = FinishReason::None;
   std::string error;                // why, for FinishReason::Error
   int64_t prompt_tokens = 0;
@@ -74,6 +82,12 @@ class Engine {
   // may call it): non-empty prompt, ids in the vocabulary, params valid, prompt + max_tokens <=
   // max_model_len. Throws dsa::Error saying what is wrong.
   void check_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
+  // Whether a request holding `tokens` tokens of context (prompt + max_tokens) can ever run:
+  // within max_model_len and the model's KV memory when it runs alone. Fixed capacity only, so
+  // any thread may ask (a server refuses what can never fit before queueing it).
+  bool can_ever_fit(int64_t tokens) const;
+  // KV pages in use per cache group; engine thread only (reads what the forwards change).
+  std::vector<model::KvGroupUsage> kv_usage() const { return lm_.kv_usage(); }
   // Queues a request (check_request first) and returns its id.
   uint64_t add_request(std::vector<int32_t> prompt, const SamplingParams& params);
   // Finishes a request now with "abort" (the next step() reports it); unknown ids are ignored.
@@ -82,6 +96,8 @@ class Engine {
   bool has_unfinished() const { return !waiting_.empty() || !running_.empty() || !pending_.empty(); }
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }
+  // True while the request holds model state (admitted and not preempted); false when unknown.
+  bool is_running(uint64_t id) const;
   int64_t num_preemptions() const { return preemptions_; }
   int64_t max_model_len() const { return max_model_len_; }
   const model::ModelConfig& config() const { return lm_.config(); }

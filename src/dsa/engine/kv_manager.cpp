@@ -185,6 +185,12 @@ int64_t KvManager::blocks_for(int g, int64_t len) const {
   return (entries + groups_[g].page_size - 1) / groups_[g].page_size;
 }
 
+bool KvManager::can_hold_alone(int64_t tokens) const {
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (groups_[g].window == 0 && blocks_for(static_cast<int>(g), tokens) > alloc_[g].num_pages()) return false;
+  return true;
+}
+
 int64_t KvManager::first_live_block(int g, int64_t next) const {
   const CacheGroupSpec& c = groups_[g];
   if (c.window == 0) return 0;

@@ -130,6 +130,10 @@ class KvManager {
   int64_t pages_held(RequestId id, int group) const;
 
   // ---- steps ----
+  // Whether one request holding `tokens` tokens of context fits when it runs alone: every
+  // unbounded group has the pages (windowed groups are sized never to run out). Reads only the
+  // fixed capacity, so any thread may ask.
+  bool can_hold_alone(int64_t tokens) const;
   KvDemand demand(const Batch& batch) const;  // validates the batch against limits and KV state
   bool can_prepare(const Batch& batch) const { return demand(batch).fits(); }
   BatchMetadata prepare(const Batch& batch);  // throws KvOutOfMemory (no change) when pages lack

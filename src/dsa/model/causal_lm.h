@@ -19,6 +19,13 @@ struct ForwardBatch {
   std::vector<int64_t> positions;  // [N] position within the request (consecutive per request)
 };
 
+// Paged KV memory of one cache group (pages shared by its pools; names as in
+// engine/cache_groups.h: "tokens", "swa", "c4", "c128").
+struct KvGroupUsage {
+  std::string name;
+  int64_t used_pages = 0, total_pages = 0;
+};
+
 class CausalLM {
  public:
   virtual ~CausalLM() = default;
@@ -31,6 +38,12 @@ class CausalLM {
   // Runs the batch and returns f32 logits on the CPU: [N][vocab] when all_logits, otherwise one
   // row per request in the batch (its last token), in order of first appearance.
   virtual Tensor forward(const ForwardBatch& batch, bool all_logits = false) = 0;
+  // KV pages in use per cache group (none for a model without paged KV). Reads state the
+  // forwards change: call from the thread that runs them.
+  virtual std::vector<KvGroupUsage> kv_usage() const { return {}; }
+  // Whether one request holding `tokens` tokens of context can ever fit the KV memory (when it
+  // runs alone). Fixed capacity only: any thread may ask.
+  virtual bool kv_can_hold(int64_t tokens) const { (void)tokens; return true; }
 };
 
 // Loads a checkpoint directory (config.json + safetensors) onto `device` and returns the model of

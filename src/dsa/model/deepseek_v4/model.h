@@ -14,6 +14,7 @@
 
 #include "dsa/engine/kv_manager.h"
 #include "dsa/model/causal_lm.h"
+#include "dsa/model/kv_usage.h"
 #include "dsa/attention/backend.h"
 #include "dsa/model/deepseek_v4/step.h"
 #include "dsa/model/deepseek_v4/weights.h"
@@ -37,6 +38,8 @@ class DeepseekV4Model final : public CausalLM {
   int add_request() override;
   void free_request(int id) override;
   Tensor forward(const ForwardBatch& batch, bool all_logits = false) override;
+  std::vector<KvGroupUsage> kv_usage() const override { return engine_kv_usage(*kv_); }
+  bool kv_can_hold(int64_t tokens) const override { return kv_->can_hold_alone(tokens); }
   const engine::KvManager& kv() const { return *kv_; }
 
  private:

@@ -9,6 +9,7 @@
 
 #include "dsa/engine/kv_manager.h"
 #include "dsa/model/causal_lm.h"
+#include "dsa/model/kv_usage.h"
 #include "dsa/model/glm5/attention.h"
 #include "dsa/model/glm5/mlp.h"
 
@@ -27,6 +28,8 @@ class Model final : public CausalLM {
   int add_request() override;
   void free_request(int id) override;
   Tensor forward(const ForwardBatch& batch, bool all_logits = false) override;
+  std::vector<KvGroupUsage> kv_usage() const override { return engine_kv_usage(*kv_); }
+  bool kv_can_hold(int64_t tokens) const override { return kv_->can_hold_alone(tokens); }
   // Read-only views for tests that drive one block with outside inputs.
   const Weights& weights() const { return w_; }
   const AttentionConfig& attention_config() const { return attn_cfg_; }
