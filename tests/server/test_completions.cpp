@@ -142,7 +142,7 @@ TEST_F(CompletionsTest, NChoicesUseDerivedSeedsAndBestOfPicksTheLikeliest) {
 // before its first occurrence, whole and streamed, and no chunk ever carries any of it.
 TEST_F(CompletionsTest, StopStringsAcrossTokensWholeAndStreamed) {
   const std::string prompt = "The quick brown fox";
-  const auto toks = h_->reference({enc(prompt)}, {greedy(40)})[0].tokens;
+  const auto toks = h_->reference({enc(prompt)}, {greedy(24)})[0].tokens;
   const std::string full = dec(toks);
   std::string stop;
   for (size_t i = 3; i + 2 < toks.size() && stop.empty(); ++i) {
@@ -155,12 +155,12 @@ TEST_F(CompletionsTest, StopStringsAcrossTokensWholeAndStreamed) {
   ASSERT_FALSE(stop.empty()) << "no ASCII token boundary in: " << full;
   const size_t at = full.find(stop);
   const std::string want = full.substr(0, at);
-  const json body = {{"prompt", prompt}, {"max_tokens", 40}, {"temperature", 0}, {"ignore_eos", true},
+  const json body = {{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true},
                      {"stop", {"\x01never", stop}}};
   const json j = ok(body);
   EXPECT_EQ(j["choices"][0]["text"], want) << "stop " << stop;
   EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
-  EXPECT_LT(j["usage"]["completion_tokens"].get<int64_t>(), 40);
+  EXPECT_LT(j["usage"]["completion_tokens"].get<int64_t>(), 24);
   std::string streamed;
   std::string finish;
   for (const json& c : stream(body)) {
@@ -284,13 +284,6 @@ TEST_F(CompletionsTest, AddSpecialTokensFalseGivesNoSecondBos) {
   auto t = h_->post({{"prompt", "Hello"}, {"add_special_tokens", false}}, "/tokenize");
   ASSERT_TRUE(t);
   EXPECT_EQ(json::parse(t->body)["tokens"].get<std::vector<int32_t>>(), enc("Hello", false));
-}
-
-TEST_F(CompletionsTest, MaxTokensAbsentMeansUpToTheContext) {
-  const std::vector<int32_t> p(250, 300);  // context 256: 6 tokens of room
-  const json j = ok({{"prompt", p}, {"ignore_eos", true}, {"temperature", 0}});
-  EXPECT_EQ(j["usage"]["completion_tokens"], 6);
-  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
 }
 
 }  // namespace
