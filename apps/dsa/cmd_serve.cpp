@@ -20,6 +20,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <sstream>
 #include <thread>
 #include <filesystem>
@@ -93,6 +96,75 @@ std::vector<int32_t> eos_ids(const std::string& dir) {
   return {};
 }
 
+#ifdef DSA_WITH_SERVER
+// SIGTERM / SIGINT, taken by one thread (blocked in every other: the mask is inherited, so this
+// must exist before other threads start). Before the server is up a signal ends the process at
+// once (a long load or tuning can be interrupted); while it serves, the first drains
+// (Server::shutdown with the drain time) and a second aborts what still runs.
+class DrainSignals {
+ public:
+  DrainSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGUSR1);  // internal: ends the thread
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~DrainSignals() {
+    unserve();
+    done_ = true;
+    pthread_kill(thread_.native_handle(), SIGUSR1);
+    thread_.join();
+  }
+  void serve(server::Server* s, std::chrono::milliseconds drain) {
+    std::lock_guard lk(mu_);
+    srv_ = s;
+    drain_ = drain;
+  }
+  // After this no signal touches the server (the shutdowns it started have returned).
+  void unserve() {
+    std::vector<std::thread> running;
+    {
+      std::lock_guard lk(mu_);
+      srv_ = nullptr;
+      running.swap(shutdowns_);
+    }
+    for (auto& t : running) t.join();
+  }
+
+ private:
+  void loop() {
+    for (int n = 0;;) {
+      int sig = 0;
+      if (sigwait(&set_, &sig) != 0) continue;
+      if (sig == SIGUSR1 && done_) return;
+      if (sig == SIGUSR1) continue;
+      std::lock_guard lk(mu_);
+      if (!srv_) {
+        log_info("{}: stopping", strsignal(sig));
+        std::_Exit(128 + sig);
+      }
+      const auto drain = n++ == 0 ? drain_ : std::chrono::milliseconds(0);
+      if (drain.count() > 0)
+        log_info("{}: stopping (requests in progress get {:.1f} s; a second signal aborts them)", strsignal(sig),
+                 drain.count() / 1000.0);
+      else
+        log_info("{}: stopping: aborting the requests in progress", strsignal(sig));
+      shutdowns_.emplace_back([s = srv_, drain] { s->shutdown(drain); });
+    }
+  }
+
+  sigset_t set_;
+  std::atomic<bool> done_{false};
+  std::mutex mu_;
+  server::Server* srv_ = nullptr;
+  std::chrono::milliseconds drain_{0};
+  std::vector<std::thread> shutdowns_;
+  std::thread thread_;
+};
+#endif
+
 void run(const Args& args) {
 #ifdef DSA_WITH_SERVER
   Args a = args;
@@ -106,15 +178,7 @@ void run(const Args& args) {
     set_log_level(*lvl);
   }
   DSA_CHECK(a.shutdown_timeout >= 0, "--shutdown-timeout must be >= 0, got {}", a.shutdown_timeout);
-  // Signals are taken by one thread (below): block them before any other thread exists, so
-  // that none of them (engine loop, HTTP workers, tuning) is interrupted instead.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGUSR1);  // internal: wakes the signal thread when the server ends otherwise
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-
+  DrainSignals signals;  // before any other thread exists (engine loop, HTTP workers, tuning)
   const Device dev = parse_device(a.device);
   DSA_CHECK(a.tune_seconds >= 0, "--tune-seconds must be >= 0, got {}", a.tune_seconds);
   if (dev.is_cuda() && dev.index >= 0 && dev.index < static_cast<int>(cuda_devices().size())) {
@@ -168,33 +232,12 @@ void run(const Args& args) {
   }
   server::Server srv(eng, so);
   const int port = srv.bind();
-  const auto drain = std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000));
-  std::atomic<bool> served{false};
-  std::thread drainer;
-  std::thread signals([&] {
-    for (int n = 0;;) {
-      int s = 0;
-      if (sigwait(&sigs, &s) != 0) continue;
-      if (s == SIGUSR1 || served) break;
-      if (n++ == 0) {
-        log_info("{}: stopping (requests in progress get {:.0f} s; a second signal aborts them)", strsignal(s),
-                 a.shutdown_timeout);
-        drainer = std::thread([&] { srv.shutdown(drain); });
-      } else {
-        log_info("{}: aborting the requests in progress", strsignal(s));
-        srv.shutdown(std::chrono::milliseconds(0));
-        break;
-      }
-    }
-  });
+  signals.serve(&srv, std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000)));
   log_info("serving {} on http://{}:{} ({}; max_num_seqs {}, max_num_batched_tokens {}, context {}{})", so.model_name,
            a.host, port, lm->device().str(), eo.max_running, eo.max_step_tokens, eng.max_model_len(),
            so.api_key.empty() ? "" : "; API key required");
   srv.listen();
-  served = true;
-  pthread_kill(signals.native_handle(), SIGUSR1);
-  signals.join();
-  if (drainer.joinable()) drainer.join();
+  signals.unserve();
   srv.stop();
   log_info("server stopped");
 #else

@@ -234,12 +234,15 @@ TEST_F(CompletionsTest, LogprobsAndEchoAreTheLogSoftmaxOfTheReferenceLogits) {
   EXPECT_NEAR(s["choices"][0]["logprobs"]["token_logprobs"][1].get<double>(), logprob(0, prompt[1]), 2e-4);
   // Streamed: the same logprobs, the echo in the first chunk.
   std::vector<double> streamed;
+  std::vector<size_t> offsets;
   std::string text;
   for (const json& ch : stream({{"prompt", prompt}, {"max_tokens", 4}, {"temperature", 0}, {"ignore_eos", true},
                                 {"logprobs", 3}, {"echo", true}})) {
     text += ch["choices"][0]["text"].get<std::string>();
     for (const json& v : ch["choices"][0]["logprobs"]["token_logprobs"]) streamed.push_back(v.is_null() ? 1.0 : v.get<double>());
+    for (const json& v : ch["choices"][0]["logprobs"]["text_offset"]) offsets.push_back(v.get<size_t>());
   }
+  EXPECT_EQ(offsets, lp["text_offset"].get<std::vector<size_t>>());
   EXPECT_EQ(text, dec(prompt) + dec(gen));
   ASSERT_EQ(streamed.size(), prompt.size() + gen.size());
   for (size_t t = 0; t < streamed.size(); ++t) EXPECT_NEAR(streamed[t], t == 0 ? 1.0 : lp["token_logprobs"][t].get<double>(), 1e-6);

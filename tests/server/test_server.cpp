@@ -319,6 +319,29 @@ TEST(OpenAiProtocol, IncrementalTextHoldsBackSplitCharacters) {
   EXPECT_EQ(t.add({1, 2}, true), "a\xEF\xBF\xBD");  // the end: the lone byte is what it is
 }
 
+// Stop strings: text that may start a stop string waits for the next piece; a match ends the
+// text before it (or after it, when kept); at the end what was held comes out.
+TEST(TextStream, StopStringsHoldBackAPossiblePrefix) {
+  StopStrings s({"END", "xyz"}, false);
+  EXPECT_EQ(s.add("abcE", false).text, "abc");
+  EXPECT_EQ(s.add("N", false).text, "");
+  const auto r = s.add("Dmore", false);
+  EXPECT_TRUE(r.matched);
+  EXPECT_EQ(r.text, "");
+  EXPECT_TRUE(s.add("more", false).text.empty());  // nothing after a match
+  StopStrings t({"END", "xyz"}, false);
+  EXPECT_EQ(t.add("abE", false).text, "ab");
+  EXPECT_EQ(t.add("x", false).text, "E");  // "E" cannot start a match any more; "x" can
+  const auto end = t.add("", true);
+  EXPECT_FALSE(end.matched);
+  EXPECT_EQ(end.text, "x");
+  StopStrings keep({"END"}, true);
+  EXPECT_EQ(keep.add("abEN", false).text, "ab");
+  EXPECT_EQ(keep.add("Dzz", false).text, "END");
+  StopStrings first({"cd", "bcd"}, false);  // the earliest match wins
+  EXPECT_EQ(first.add("abcde", false).text, "a");
+}
+
 // Request parsing alone: a string prompt goes through the tokenizer when there is one; defaults.
 TEST(OpenAiProtocol, ParsesPromptsAndDefaults) {
   const EncodeFn enc = [](const std::string& s, bool) {

@@ -81,7 +81,10 @@ class LogprobsJson {
            const std::vector<std::pair<std::string, float>>& top);
   nlohmann::json json() const;
   bool empty() const { return tokens_.empty(); }
-  void set_offset(size_t offset) { offset_ = offset; }  // text offset of the next token
+  // Offsets count the bytes of the token texts before (so a streamed choice continues where its
+  // previous chunk ended: set_offset(previous offset())).
+  void set_offset(size_t offset) { offset_ = offset; }
+  size_t offset() const { return offset_; }
 
  private:
   nlohmann::json tokens_ = nlohmann::json::array(), logprobs_ = nlohmann::json::array(),

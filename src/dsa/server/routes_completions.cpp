@@ -245,7 +245,7 @@ struct StreamState {
   std::string id;
   int64_t created = 0;
   std::shared_ptr<RequestRecord> rec;
-  std::vector<size_t> offset;   // per choice: bytes of text sent (logprobs text_offset)
+  std::vector<size_t> offset;   // per choice: logprobs text_offset of its next token
   std::vector<bool> started;    // per choice: its first chunk went out
   std::vector<int64_t> completion_tokens;
 
@@ -306,7 +306,7 @@ bool StreamState::run(httplib::DataSink& sink) {
       const std::string finish = d.finish_reason.empty() ? "" : (p.discard_output ? "length" : d.finish_reason);
       if (text.empty() && tokens.empty() && finish.empty() && lj.empty()) continue;
       if (cr.logprobs >= 0) lp = lj.json();
-      offset[c] += text.size();
+      offset[c] = lj.offset();
       json chunk = completion_json(id, created, ctx->opt.model_name,
                                    json::array({choice_json(c, text, tokens, lp, finish)}), std::nullopt);
       if (cr.include_usage) chunk["usage"] = nullptr;
