@@ -9,7 +9,8 @@
 # git ignores (e.g. ./cpp-httplib-0.11.4, copied from the shared gpu-deps) and give it in
 # HTTPLIB_DIR (default: ./cpp-httplib-0.11.4).
 # Knobs: DSA_BUILD_DIR (default /tmp/dsa-build-serve), CKPT (default /tmp/dsa-glm51-4l),
-# BENCH_PROMPTS (64), BENCH_IN (512), BENCH_OUT (128), BENCH_RATE (8).
+# BENCH_PROMPTS (64), BENCH_IN (512), BENCH_OUT (128), BENCH_RATE (8); for a dry run of this
+# script without a GPU: SERVE_DEVICE=cpu TINY_ARGS="" (the tiny checkpoint) and small BENCH_*.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
@@ -21,6 +22,8 @@ prompts=${BENCH_PROMPTS:-64}
 in_len=${BENCH_IN:-512}
 out_len=${BENCH_OUT:-128}
 rate=${BENCH_RATE:-8}
+device=${SERVE_DEVICE:-cuda}
+tiny_args=${TINY_ARGS---preset glm-5.1 --layers 4 --fast-fill}
 dsa=$build/apps/dsa/dsa
 log() { echo "=== $* ($(date +%T))" | tee -a "$OUT/bench_serve.log"; }
 
@@ -36,13 +39,14 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv | tee 
 
 if [ ! -f "$ckpt/config.json" ]; then
   log make-tiny
-  "$dsa" make-tiny --arch glm_moe_dsa --preset glm-5.1 --layers 4 --fast-fill --out "$ckpt" 2>&1 | tail -n 3 \
+  # shellcheck disable=SC2086 # word splitting of the flags intended
+  "$dsa" make-tiny --arch glm_moe_dsa $tiny_args --out "$ckpt" 2>&1 | tail -n 3 \
     | tee -a "$OUT/bench_serve.log"
 fi
 
 log serve
 # 2048 KV pages of 64 tokens: 16 sequences of 640 tokens need 160; room for the rate run's queue.
-DSA_GLM5_KV_PAGES=${DSA_GLM5_KV_PAGES:-2048} "$dsa" serve "$ckpt" --device cuda --host 127.0.0.1 --port 0 \
+DSA_GLM5_KV_PAGES=${DSA_GLM5_KV_PAGES:-2048} "$dsa" serve "$ckpt" --device "$device" --host 127.0.0.1 --port 0 \
   --no-tokenizer --max-num-seqs 16 --max-num-batched-tokens 2048 --max-model-len 4096 --tune-seconds 120 \
   >"$OUT/serve.log" 2>&1 &
 server=$!
@@ -57,17 +61,18 @@ if [ -z "$port" ]; then
   echo "dsa serve did not start:"; tail -n 30 "$OUT/serve.log"; kill $server 2>/dev/null; exit 1
 fi
 url=http://127.0.0.1:$port
+vocab=$(grep -oE '"vocab_size": *[0-9]+' "$ckpt/config.json" | grep -oE '[0-9]+$')
 rc=0
-common=(--base-url "$url" --num-prompts "$prompts" --random-input-len "$in_len" --random-output-len "$out_len"
-        --random-vocab-size 154880 --ignore-eos --no-progress)
+common=(--base-url "$url" --random-input-len "$in_len" --random-output-len "$out_len" --random-vocab-size "$vocab"
+        --ignore-eos --no-progress)
 log "bench serve: concurrency 1"
 "$dsa" bench serve "${common[@]}" --num-prompts 8 --max-concurrency 1 --json "$OUT/bench_serve_c1.json" \
   2>&1 | tee "$OUT/bench_serve_c1.txt" || rc=1
 log "bench serve: concurrency 16"
-"$dsa" bench serve "${common[@]}" --max-concurrency 16 --json "$OUT/bench_serve_c16.json" \
+"$dsa" bench serve "${common[@]}" --num-prompts "$prompts" --max-concurrency 16 --json "$OUT/bench_serve_c16.json" \
   2>&1 | tee "$OUT/bench_serve_c16.txt" || rc=1
 log "bench serve: Poisson rate $rate/s"
-"$dsa" bench serve "${common[@]}" --request-rate "$rate" --json "$OUT/bench_serve_rate.json" \
+"$dsa" bench serve "${common[@]}" --num-prompts "$prompts" --request-rate "$rate" --json "$OUT/bench_serve_rate.json" \
   2>&1 | tee "$OUT/bench_serve_rate.txt" || rc=1
 curl -s "$url/metrics" >"$OUT/metrics.txt" || true
 
