@@ -7,6 +7,7 @@
 // Retry-After. Streamed or not, a client that goes away aborts its sequences.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <numeric>
 
 #include "dsa/core/error.h"
