@@ -47,7 +47,7 @@ for s in "${stages[@]}"; do
       cache=$(mktemp -d)
       for pass in cold warm; do
         /usr/bin/time -f "$pass: %e s wall" env DSA_CACHE_DIR=$cache "$dsa" tune --model ${DSA_TUNE_MODEL:-glm-5.1} \
-          --max-batched-tokens ${DSA_TUNE_TOKENS:-256} --max-seqs ${DSA_TUNE_SEQS:-64} >"$OUT/tune_$pass.txt" 2>&1 || rc=1
+          --max-num-batched-tokens ${DSA_TUNE_TOKENS:-256} --max-num-seqs ${DSA_TUNE_SEQS:-64} >"$OUT/tune_$pass.txt" 2>&1 || rc=1
         grep -vE "^dsa tune \[" "$OUT/tune_$pass.txt" | tail -n 40
       done
       cp "$cache"/*.json "$OUT/" 2>/dev/null || true ;;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the build and test dependencies from Debian packages. Idempotent and quick when all
-# is present; does nothing where apt-get is unavailable (e.g. the GPU machine, which ships them).
+# Installs the build and test dependencies from Debian packages (and the Python test packages
+# with pip). Idempotent and quick when all is present; does nothing where apt-get is unavailable
+# (e.g. the GPU machine, which ships them).
 # Optional packages (PCRE2 for the tokenizer, cpp-httplib for the server) only warn when they
 # cannot be installed: CMake then leaves those parts out and says so.
 set -euo pipefail
@@ -12,21 +13,44 @@ missing_of() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
   done
 }
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+updated=0
+install() {
+  [ $updated -eq 1 ] || { $SUDO apt-get update -qq; updated=1; }
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+# Python test oracles of the server tests (the `openai` client, prometheus_client's parser), from
+# PyPI; an import check first, so this is quick when they are there. Without them those tests
+# skip (CI requires them: DSA_REQUIRE_PY_TESTS=1).
+python_deps() {
+  local py_missing=()
+  mapfile -t py_missing < <(python3 -c "import importlib.util as u
+for m in ('openai', 'prometheus_client'):
+    u.find_spec(m) or print(m)" 2>/dev/null)
+  [ ${#py_missing[@]} -eq 0 ] && return 0
+  if ! python3 -m pip --version >/dev/null 2>&1 && command -v apt-get >/dev/null; then
+    install python3-pip || true
+  fi
+  echo "install-deps: pip install ${py_missing[*]}"
+  pip_install() { python3 -m pip install --quiet --disable-pip-version-check "$@" "${py_missing[@]}"; }
+  pip_install || pip_install --user || pip_install --break-system-packages ||
+    echo "install-deps: could not pip install ${py_missing[*]}; the Python server tests will be skipped" >&2
+}
 mapfile -t missing < <(missing_of "${required[@]}" "${optional[@]}")
 if [ ${#missing[@]} -eq 0 ]; then
+  python_deps
   exit 0
 fi
 if ! command -v apt-get >/dev/null; then
   echo "install-deps: missing ${missing[*]} and no apt-get here; continuing with what is installed" >&2
+  python_deps
   exit 0
 fi
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
 echo "install-deps: installing ${missing[*]}"
-$SUDO apt-get update -qq
-install() { DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null; }
 mapfile -t need < <(missing_of "${required[@]}")
 [ ${#need[@]} -eq 0 ] || install "${need[@]}"
 for p in $(missing_of "${optional[@]}"); do
   install "$p" || echo "install-deps: optional package $p could not be installed; building without it" >&2
 done
+python_deps

@@ -27,6 +27,14 @@ Device parse_device(const std::string& s, const char* option) {
   fail("{}: '{}' (expected cpu, cuda or cuda:N)", option, s);
 }
 
+int parse_cuda_device(const std::string& s, const char* option) {
+  long long n = 0;
+  if (parse_int(s, 0, 1023, n)) return static_cast<int>(n);
+  const Device d = parse_device(s, option);
+  DSA_CHECK(d.is_cuda(), "{}: '{}' is not a CUDA device (expected cuda, cuda:N or N)", option, s);
+  return d.index;
+}
+
 std::vector<int32_t> parse_token_ids(const std::string& s, const char* option) {
   std::vector<int32_t> ids;
   size_t i = 0;

@@ -1,9 +1,12 @@
-// `dsa bench NAME [--json FILE] [--quick]`: runs one registered benchmark (bench/bench.h).
+// `dsa bench NAME [--json FILE] [--quick] [--device cuda:N]`: runs one registered benchmark
+// (bench/bench.h); commands with options of their own (`dsa bench serve`) register through
+// add_bench_command (commands.h).
 #include <memory>
 
 #include <CLI/CLI.hpp>
 
 #include "bench/bench.h"
+#include "cli_args.h"
 #include "commands.h"
 
 namespace dsa::cli {
@@ -12,12 +15,14 @@ namespace {
 const bool registered = add_command([](CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Benchmarks: time, TFLOP/s, GB/s, % of roofline (table + JSON)");
   cmd->require_subcommand(1);
+  for (const auto& add : bench_commands()) add(*cmd);  // e.g. `dsa bench serve` (cmd_bench_serve.cpp)
   for (const auto& e : bench::registry()) {
     auto* sub = cmd->add_subcommand(e.name, e.help);
     auto opts = std::make_shared<bench::Options>();
     sub->add_option("--json", opts->json_path, "Write results as JSON to this file");
     sub->add_flag("--quick", opts->quick, "Fewer shapes and repeats");
-    sub->add_option("--device", opts->device, "CUDA device index");
+    auto device = std::make_shared<std::string>("cuda");
+    sub->add_option("--device", *device, "cuda, cuda:N (or N)")->capture_default_str();
     if (e.model_options) {
       sub->add_option("--model", opts->model, "Checkpoint directory (else --preset)");
       sub->add_option("--preset", opts->preset,
@@ -32,7 +37,8 @@ const bool registered = add_command([](CLI::App& app) {
     }
     auto fn = e.fn;
     auto name = e.name;
-    sub->callback([opts, fn, name] {
+    sub->callback([opts, fn, name, device] {
+      opts->device = parse_cuda_device(*device);
       auto rows = fn(*opts);
       bench::print_table("dsa bench " + name, rows);
       if (!opts->json_path.empty()) bench::write_json(opts->json_path, name, rows);

@@ -1,4 +1,4 @@
-// `dsa check-model --model DIR [--device cpu|cuda] [--no-progress]`: reads config.json, validates
+// `dsa check-model --model DIR [--device cpu|cuda[:N]] [--no-progress]`: reads config.json, validates
 // the checkpoint against the model's weight spec (missing / wrong / unknown tensors), loads the
 // weights in their checkpoint formats (memory-mapped on the CPU, copied to the GPU with
 // --device cuda) and reports the load time.
@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "dsa/model/checkpoint_load.h"
 
@@ -20,7 +21,7 @@ struct Args {
 
 void run(const Args& a) {
   LoadOptions o;
-  o.device = a.device == "cuda" ? Device::cuda(0) : Device::cpu();
+  o.device = parse_device(a.device);
   o.progress = !a.no_progress;
   const auto cfg = read_config_json(a.model);
   const std::string type =
@@ -41,7 +42,7 @@ const bool registered = add_command([](CLI::App& app) {
   auto* cmd = app.add_subcommand("check-model", "Validate and load a checkpoint directory, report load time");
   auto a = std::make_shared<Args>();
   cmd->add_option("--model", a->model, "Checkpoint directory (config.json + safetensors)")->required();
-  cmd->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--device", a->device, "cpu (default), cuda or cuda:N");
   cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
   cmd->callback([a] { run(*a); });
 });

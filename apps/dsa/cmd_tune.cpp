@@ -1,4 +1,6 @@
-// `dsa tune --model NAME|DIR [--max-batched-tokens N] [--max-seqs N] [--force]`: runs the
+// `dsa tune --model NAME|DIR [--max-num-batched-tokens N] [--max-num-seqs N] [--device cuda:N]
+// [--force]` (the engine-limit names of `dsa serve` and vLLM; --max-batched-tokens and
+// --max-seqs still work): runs the
 // warm-up plan of a model on this GPU (every tunable kernel family at every shape bucket the
 // engine can hit), tunes what the cache does not hold, and writes the tuning cache. A second
 // run finds everything. `--selftest` runs the same machinery on a synthetic CPU op (any
@@ -10,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
@@ -29,7 +32,7 @@ struct TuneArgs {
   int64_t max_seqs = 256;
   bool force = false;
   bool selftest = false;
-  int device = 0;
+  std::string device = "cuda";
   int warmups = 3;
   int repeats = 15;
 };
@@ -80,19 +83,20 @@ void run_tune(const TuneArgs& a) {
           cuda_unavailable_reason().c_str());
       return;
     }
-    DSA_CHECK(a.device >= 0 && a.device < static_cast<int>(cuda_devices().size()),
+    const int device = parse_cuda_device(a.device);
+    DSA_CHECK(device < static_cast<int>(cuda_devices().size()),
               "dsa tune: --device {}: this machine has {} CUDA device(s)", a.device, cuda_devices().size());
-    made = tune::make_tunable_ops(pm, limits, a.device);
+    made = tune::make_tunable_ops(pm, limits, device);
     for (const auto& n : made.notes) std::printf("note: %s\n", n.c_str());
     ops = made.pointers();
-    const auto& dev = cuda_devices().at(a.device);
-    target = fmt::format("{} on cuda:{} ({}, sm {})", pm.name, a.device, dev.name, dev.capability.str());
+    const auto& dev = cuda_devices().at(device);
+    target = fmt::format("{} on cuda:{} ({}, sm {})", pm.name, device, dev.name, dev.capability.str());
     if (ops.empty()) {
       std::printf("dsa tune: nothing to tune: this build has no tunable kernel family for %s yet (see notes).\n",
                   target.c_str());
       return;
     }
-    cache = std::make_unique<tune::TuningCache>(tune::TuningCache::for_device(a.device));
+    cache = std::make_unique<tune::TuningCache>(tune::TuningCache::for_device(device));
   }
 
   std::printf("dsa tune: %s\n", target.c_str());
@@ -128,11 +132,12 @@ const bool registered = add_command([](CLI::App& app) {
   auto* cmd = app.add_subcommand("tune", "Tune kernels for a model on this GPU and write the tuning cache");
   auto a = std::make_shared<TuneArgs>();
   cmd->add_option("--model", a->model, "Built-in model name or a directory with config.json");
-  cmd->add_option("--max-batched-tokens", a->max_batched_tokens, "Engine limit: tokens per step")
+  cmd->add_option("--max-num-batched-tokens,--max-batched-tokens", a->max_batched_tokens,
+                  "Engine limit: tokens per step")
       ->capture_default_str();
-  cmd->add_option("--max-seqs", a->max_seqs, "Engine limit: concurrent sequences")->capture_default_str();
+  cmd->add_option("--max-num-seqs,--max-seqs", a->max_seqs, "Engine limit: concurrent sequences")->capture_default_str();
   cmd->add_flag("--force", a->force, "Re-tune buckets that are already in the cache");
-  cmd->add_option("--device", a->device, "CUDA device index")->capture_default_str();
+  cmd->add_option("--device", a->device, "cuda, cuda:N (or N)")->capture_default_str();
   cmd->add_option("--warmups", a->warmups, "Untimed runs per tactic")->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "Timed runs per tactic (median)")->capture_default_str();
   cmd->add_flag("--selftest", a->selftest, "Run the tuning machinery on a synthetic CPU op (no GPU needed)");

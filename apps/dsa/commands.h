@@ -15,6 +15,11 @@ using Register = std::function<void(CLI::App&)>;
 std::vector<Register>& commands();
 bool add_command(Register r);
 
+// Subcommands of `dsa bench` with options of their own (the kernel benchmarks share one set:
+// bench/bench.h); `dsa bench` adds each to its CLI::App.
+std::vector<Register>& bench_commands();
+bool add_bench_command(Register r);
+
 // Exit code the finished subcommand asks for (0 unless set).
 int exit_code();
 void set_exit_code(int code);

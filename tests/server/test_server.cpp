@@ -17,6 +17,7 @@
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/checkpoint_tiny.h"
 #include "dsa/server/server.h"
+#include "dsa/server/text_stream.h"
 #include "server_harness.h"
 
 namespace dsa::server {
@@ -201,16 +202,34 @@ TEST_F(ServerTest, BadRequestsAre400WithOpenAiErrors) {
       {json{{"prompt", {1, V}}}.dump(), "prompt"},
       {json{{"prompt", {1, -1}}}.dump(), "prompt"},
       {json{{"prompt", {1, 2.5}}}.dump(), "prompt"},
-      {json{{"prompt", {{1, 2}, {3}}}}.dump(), "prompt"},
+      {json{{"prompt", {{1, 2}, json::array()}}}.dump(), "prompt"},
+      {json{{"prompt", {{1, 2}, 3}}}.dump(), "prompt"},
       {json{{"prompt", too_long}, {"max_tokens", 1}}.dump(), "prompt"},
       {json{{"prompt", {1, 2}}, {"max_tokens", "abc"}}.dump(), "max_tokens"},
       {json{{"prompt", {1, 2}}, {"max_tokens", 0}}.dump(), "max_tokens"},
       {json{{"prompt", {1, 2}}, {"temperature", "hot"}}.dump(), "temperature"},
       {json{{"prompt", {1, 2}}, {"top_p", 2}}.dump(), "top_p"},
-      {json{{"prompt", {1, 2}}, {"n", 2}}.dump(), "n"},
+      {json{{"prompt", {1, 2}}, {"n", 0}}.dump(), "n"},
+      {json{{"prompt", {1, 2}}, {"n", 3}, {"best_of", 2}}.dump(), "best_of"},
+      {json{{"prompt", {1, 2}}, {"best_of", 2}, {"stream", true}}.dump(), "best_of"},
+      {json{{"prompt", {1, 2}}, {"suffix", "x"}}.dump(), "suffix"},
+      {json{{"prompt", {1, 2}}, {"use_beam_search", true}}.dump(), "use_beam_search"},
+      {json{{"prompt", {1, 2}}, {"frobnicate", 1}}.dump(), "frobnicate"},
+      {json{{"prompt", {1, 2}}, {"logprobs", 21}}.dump(), "logprobs"},
+      {json{{"prompt", {1, 2}}, {"logprobs", true}}.dump(), "logprobs"},
+      {json{{"prompt", {1, 2}}, {"max_tokens", 0}}.dump(), "max_tokens"},
+      {json{{"prompt", {1, 2}}, {"presence_penalty", 3}}.dump(), "presence_penalty"},
+      {json{{"prompt", {1, 2}}, {"repetition_penalty", 0}}.dump(), "repetition_penalty"},
+      {json{{"prompt", {1, 2}}, {"min_p", 1.5}}.dump(), "min_p"},
+      {json{{"prompt", {1, 2}}, {"logit_bias", {{"abc", 1}}}}.dump(), "logit_bias"},
+      {json{{"prompt", {1, 2}}, {"logit_bias", {{std::to_string(V), 1}}}}.dump(), "logit_bias"},
+      {json{{"prompt", {1, 2}}, {"logit_bias", {{"5", 101}}}}.dump(), "logit_bias"},
+      {json{{"prompt", {1, 2}}, {"min_tokens", 5}, {"max_tokens", 2}}.dump(), "min_tokens"},
+      {json{{"prompt", {1, 2}}, {"stream_options", {{"include_usage", true}}}}.dump(), "stream_options"},
       {json{{"prompt", {1, 2}}, {"stream", "yes"}}.dump(), "stream"},
       {json{{"prompt", {1, 2}}, {"stop_token_ids", {V}}}.dump(), "stop_token_ids"},
-      {json{{"prompt", {1, 2}}, {"stop", "\n"}}.dump(), "stop"},
+      {json{{"prompt", {1, 2}}, {"stop", "\n"}}.dump(), "stop"},  // no tokenizer here
+      {json{{"prompt", {1, 2}}, {"stop", {"a", 3}}}.dump(), "stop"},
   };
   for (const Case& c : cases) {
     auto r = client().Post("/v1/completions", c.body, "application/json");
@@ -227,9 +246,9 @@ TEST_F(ServerTest, BadRequestsAre400WithOpenAiErrors) {
   }
   auto chat = post({{"messages", json::array()}}, "/v1/chat/completions");
   ASSERT_TRUE(chat);
-  EXPECT_EQ(chat->status, 501);
+  EXPECT_EQ(chat->status, 404);  // a client error, so that SDKs do not retry
   EXPECT_TRUE(json::parse(chat->body).contains("error"));
-  // Without max_tokens the default 16 shortens to what the context leaves.
+  // Without max_tokens: up to what the context leaves.
   const std::vector<int32_t> almost(static_cast<size_t>(h_->engine->max_model_len() - 2), 5);
   auto fit = post({{"prompt", almost}, {"temperature", 0}, {"ignore_eos", true}});
   ASSERT_TRUE(fit);
@@ -237,7 +256,7 @@ TEST_F(ServerTest, BadRequestsAre400WithOpenAiErrors) {
   EXPECT_EQ(json::parse(fit->body)["usage"]["completion_tokens"], 2);
   auto tok = post({{"prompt", "hi"}}, "/tokenize");
   ASSERT_TRUE(tok);
-  EXPECT_EQ(tok->status, 501);  // no tokenizer here
+  EXPECT_EQ(tok->status, 404);  // no tokenizer here
   auto missing = client().Get("/v1/nothing");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
@@ -248,9 +267,7 @@ TEST_F(ServerTest, BadRequestsAre400WithOpenAiErrors) {
 }
 
 int64_t metric(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::stoll(text.substr(at + series.size() + 2));
+  return static_cast<int64_t>(metric_value(text, series));
 }
 
 // A streaming client that goes away mid-stream aborts its request (the engine stops running
@@ -288,7 +305,7 @@ TEST_F(ServerTest, DisconnectedStreamIsAbortedAndMetricsShowIt) {
 // A character split across tokens is held back until it is whole (or the stream ends).
 TEST(OpenAiProtocol, IncrementalTextHoldsBackSplitCharacters) {
   // Stand-in decoder: 1 -> "a", 2 -> first byte of "é" (decodes to U+FFFD alone), 2 then 3 -> "é".
-  IncrementalText t([](const std::vector<int32_t>& ids) {
+  IncrementalText t([](const std::vector<int32_t>& ids, bool) {
     std::string s;
     for (size_t i = 0; i < ids.size(); ++i) {
       if (ids[i] == 1) s += "a";
@@ -302,17 +319,41 @@ TEST(OpenAiProtocol, IncrementalTextHoldsBackSplitCharacters) {
   EXPECT_EQ(t.add({1, 2}, true), "a\xEF\xBF\xBD");  // the end: the lone byte is what it is
 }
 
+// Stop strings: text that may start a stop string waits for the next piece; a match ends the
+// text before it (or after it, when kept); at the end what was held comes out.
+TEST(TextStream, StopStringsHoldBackAPossiblePrefix) {
+  StopStrings s({"END", "xyz"}, false);
+  EXPECT_EQ(s.add("abcE", false).text, "abc");
+  EXPECT_EQ(s.add("N", false).text, "");
+  const auto r = s.add("Dmore", false);
+  EXPECT_TRUE(r.matched);
+  EXPECT_EQ(r.text, "");
+  EXPECT_TRUE(s.add("more", false).text.empty());  // nothing after a match
+  StopStrings t({"END", "xyz"}, false);
+  EXPECT_EQ(t.add("abE", false).text, "ab");
+  EXPECT_EQ(t.add("x", false).text, "E");  // "E" cannot start a match any more; "x" can
+  const auto end = t.add("", true);
+  EXPECT_FALSE(end.matched);
+  EXPECT_EQ(end.text, "x");
+  StopStrings keep({"END"}, true);
+  EXPECT_EQ(keep.add("abEN", false).text, "ab");
+  EXPECT_EQ(keep.add("Dzz", false).text, "END");
+  StopStrings first({"cd", "bcd"}, false);  // the earliest match wins
+  EXPECT_EQ(first.add("abcde", false).text, "a");
+}
+
 // Request parsing alone: a string prompt goes through the tokenizer when there is one; defaults.
 TEST(OpenAiProtocol, ParsesPromptsAndDefaults) {
-  const EncodeFn enc = [](const std::string& s) {
+  const EncodeFn enc = [](const std::string& s, bool) {
     std::vector<int32_t> v;
     for (char ch : s) v.push_back(static_cast<unsigned char>(ch));
     return v;
   };
   CompletionRequest r = parse_completion_request(R"({"prompt": "AB"})", enc);
-  EXPECT_EQ(r.prompt, (std::vector<int32_t>{65, 66}));
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0], (std::vector<int32_t>{65, 66}));
   EXPECT_TRUE(r.text_prompt);
-  EXPECT_EQ(r.params.max_tokens, 16);
+  EXPECT_FALSE(r.max_tokens.has_value());
   EXPECT_EQ(r.params.temperature, 1.0);
   EXPECT_FALSE(r.stream);
   r = parse_completion_request(

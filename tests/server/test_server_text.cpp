@@ -12,13 +12,13 @@ namespace {
 using json = nlohmann::json;
 using namespace dsa::server::test;
 
-std::vector<int32_t> encode(const std::string& s) {
+std::vector<int32_t> encode(const std::string& s, bool = true) {
   std::vector<int32_t> v;
   for (char c : s) v.push_back(static_cast<unsigned char>(c) & 0x7f);
   return v;
 }
 
-std::string decode(const std::vector<int32_t>& ids) {
+std::string decode(const std::vector<int32_t>& ids, bool = true) {
   std::string s;
   for (int32_t t : ids) {
     if (t < 128) {

@@ -1,5 +1,6 @@
 #include "dsa/core/log.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -8,17 +9,27 @@
 
 namespace dsa {
 
-LogLevel log_level() {
-  static const LogLevel level = [] {
+std::optional<LogLevel> parse_log_level(const std::string& name) {
+  if (name == "debug") return LogLevel::Debug;
+  if (name == "info") return LogLevel::Info;
+  if (name == "warn") return LogLevel::Warn;
+  if (name == "error") return LogLevel::Error;
+  return std::nullopt;
+}
+
+namespace {
+std::atomic<int>& level_store() {
+  static std::atomic<int> level = [] {
     const char* v = std::getenv("DSA_LOG_LEVEL");
-    if (!v) return LogLevel::Info;
-    if (!std::strcmp(v, "debug")) return LogLevel::Debug;
-    if (!std::strcmp(v, "warn")) return LogLevel::Warn;
-    if (!std::strcmp(v, "error")) return LogLevel::Error;
-    return LogLevel::Info;
+    return static_cast<int>(parse_log_level(v ? v : "info").value_or(LogLevel::Info));
   }();
   return level;
 }
+}  // namespace
+
+LogLevel log_level() { return static_cast<LogLevel>(level_store().load(std::memory_order_relaxed)); }
+
+void set_log_level(LogLevel level) { level_store().store(static_cast<int>(level), std::memory_order_relaxed); }
 
 void log_write(LogLevel level, const std::string& msg) {
   static std::mutex mu;

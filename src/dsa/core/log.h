@@ -1,5 +1,7 @@
-// Minimal leveled logging to stderr. DSA_LOG_LEVEL = debug|info|warn|error (default info).
+// Minimal leveled logging to stderr. DSA_LOG_LEVEL = debug|info|warn|error (default info);
+// set_log_level overrides it (e.g. `dsa serve --log-level`).
 #pragma once
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -8,6 +10,9 @@ namespace dsa {
 
 enum class LogLevel { Debug = 0, Info = 1, Warn = 2, Error = 3 };
 LogLevel log_level();
+void set_log_level(LogLevel level);
+// "debug", "info", "warn", "error"; nullopt for anything else.
+std::optional<LogLevel> parse_log_level(const std::string& name);
 void log_write(LogLevel level, const std::string& msg);
 // Logs `msg` at warning level only the first time `key` is seen in this process.
 void log_warn_once(const std::string& key, const std::string& msg);

@@ -256,26 +256,52 @@ std::vector<StepOutput> Engine::step() {
   }
   kv::Batch b;
   std::vector<RowRequest> rows;
-  std::vector<int> row_of(plan.size(), -1);
+  std::vector<int> row_of(plan.size(), -1);        // the row a request samples its next token from
+  std::vector<int> prompt_rows(plan.size(), -1);   // first of the rows of a prompt-logprobs chunk
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].seq;
-    const std::span<const int32_t> toks(s.tokens.data() + s.computed, static_cast<size_t>(plan[i].count));
+    const int64_t count = plan[i].count;
+    const std::span<const int32_t> toks(s.tokens.data() + s.computed, static_cast<size_t>(count));
     b.add(static_cast<kv::RequestId>(s.id), s.computed, toks);
-    if (s.computed + plan[i].count < static_cast<int64_t>(s.tokens.size())) continue;  // mid-prompt chunk
+    if (s.wants_prompt_logprobs() && s.computed < s.prompt_len) {  // every token's row of the chunk
+      prompt_rows[i] = static_cast<int>(rows.size());
+      for (int64_t t = 0; t < count; ++t) rows.push_back(RowRequest{b.num_tokens() - count + t, {}, true});
+    }
+    if (s.computed + count < static_cast<int64_t>(s.tokens.size())) continue;  // mid-prompt chunk
     RowRequest r;
     r.token = b.num_tokens() - 1;
     r.sampling = sampling_row(s.params, s.seed, static_cast<uint64_t>(s.tokens.size()));
+    r.want_logits = s.params.logprobs >= 0 || s.params.processes_logits();
     row_of[i] = static_cast<int>(rows.size());
     rows.push_back(r);
   }
   if (rows.empty()) rows.push_back(RowRequest{b.num_tokens() - 1, {}, false});  // prefill only: one unused row
   const StepResult res = runner_->run(b, rows);
+  const int64_t V = lm_.config().vocab_size;
+  auto logits_of = [&](int row) { return res.logits.data<float>() + res.logits_row[static_cast<size_t>(row)] * V; };
 
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].seq;
+    if (prompt_rows[i] >= 0)
+      for (int64_t t = 0; t < plan[i].count; ++t) {
+        const int64_t pos = s.computed + t;  // this row predicts the prompt token at pos + 1
+        if (pos + 1 < s.prompt_len && pos == static_cast<int64_t>(s.prompt_logprobs.size()))
+          s.prompt_logprobs.push_back(token_logprob(logits_of(prompt_rows[i] + static_cast<int>(t)), V,
+                                                    s.tokens[static_cast<size_t>(pos + 1)], s.params.prompt_logprobs));
+      }
     s.computed += plan[i].count;
     if (row_of[i] < 0) continue;
-    const int32_t tok = res.tokens[static_cast<size_t>(row_of[i])];
+    int32_t tok = res.tokens[static_cast<size_t>(row_of[i])];
+    if (tok >= 0 && s.params.processes_logits()) {  // penalties, bias, min_tokens: sampled on the host
+      std::vector<int32_t> stop_ids = s.params.stop_token_ids;
+      if (!s.params.ignore_eos) stop_ids.insert(stop_ids.end(), opt_.eos_token_ids.begin(), opt_.eos_token_ids.end());
+      const float* raw = logits_of(row_of[i]);
+      std::vector<float> processed(raw, raw + V);
+      const std::span<const int32_t> all(s.tokens);
+      process_logits(processed.data(), V, s.params, all.first(static_cast<size_t>(s.prompt_len)),
+                     all.subspan(static_cast<size_t>(s.prompt_len)), stop_ids);
+      tok = sample_token(processed.data(), V, s.params, s.seed, static_cast<uint64_t>(s.tokens.size()));
+    }
     if (tok < 0) {
       finish(s, FinishReason::Error, out, "the model produced a non-finite logit (NaN or infinity) for this request");
       continue;
@@ -283,6 +309,11 @@ std::vector<StepOutput> Engine::step() {
     s.tokens.push_back(tok);
     StepOutput o = report(s);
     o.new_tokens.push_back(tok);
+    if (s.params.logprobs >= 0) o.logprobs.push_back(token_logprob(logits_of(row_of[i]), V, tok, s.params.logprobs));
+    if (s.params.prompt_logprobs >= 0 && !s.prompt_logprobs_reported) {
+      o.prompt_logprobs = s.prompt_logprobs;
+      s.prompt_logprobs_reported = true;
+    }
     out.push_back(std::move(o));
     const bool eos = !s.params.ignore_eos &&
                      std::find(opt_.eos_token_ids.begin(), opt_.eos_token_ids.end(), tok) != opt_.eos_token_ids.end();

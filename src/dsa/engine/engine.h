@@ -20,6 +20,10 @@
 // its tokens gets a new token sampled on the device (ops/sampling); it finishes with "stop" when
 // that token is one of its stop ids (or an eos id unless ignore_eos), with "length" at max_tokens
 // (or max_model_len), with "error" when its logits are not finite; its pages are freed at once.
+// Requests that need more than the device sampler (penalties, logit_bias, min_tokens, min_p:
+// their processed row is sampled on the host; logprobs: log-softmax of the raw row) get their
+// logits row back from the runner; a request that asked for prompt logprobs gets the rows of
+// every prompt token of its chunks.
 // Requests that can never fit (prompt + max_tokens beyond max_model_len or beyond what the whole
 // cache holds) are refused by check_request / add_request.
 #pragma once
@@ -32,6 +36,7 @@
 
 #include "dsa/engine/kv_sizing.h"
 #include "dsa/engine/model_runner.h"
+#include "dsa/engine/sampler.h"
 #include "dsa/engine/sampling_params.h"
 #include "dsa/engine/sequence.h"
 #include "dsa/kv/kv_manager.h"
@@ -56,6 +61,9 @@ struct EngineOptions {
 struct StepOutput {
   uint64_t id = 0;
   std::vector<int32_t> new_tokens;  // 0 or 1 tokens
+  std::vector<TokenLogprob> logprobs;         // params.logprobs >= 0: one per new token (raw logits)
+  std::vector<TokenLogprob> prompt_logprobs;  // params.prompt_logprobs >= 0: prompt tokens 1.., once,
+                                              // with the first new token
   FinishReason finish = FinishReason::None;
   std::string error;                // why, for FinishReason::Error
   int64_t prompt_tokens = 0;
@@ -81,6 +89,10 @@ class Engine {
   // non-empty prompt, ids in the vocabulary, params valid, prompt + max_tokens <= max_model_len
   // and within what the whole KV cache can hold. Throws dsa::Error saying what is wrong.
   void check_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
+  // Whether a request holding `tokens` tokens of context (prompt + max_tokens) can ever run:
+  // within max_model_len and the whole KV cache. Fixed capacity only, so any thread may ask (a
+  // server refuses what can never fit before queueing it).
+  bool can_ever_fit(int64_t tokens) const { return tokens <= max_model_len_ && kv_->fits_alone(tokens); }
   // Queues a request (check_request first) and returns its id.
   uint64_t add_request(std::vector<int32_t> prompt, const SamplingParams& params);
   // Finishes a request now with "abort" (the next step() reports it); unknown ids are ignored.
@@ -89,6 +101,11 @@ class Engine {
   bool has_unfinished() const { return !waiting_.empty() || !running_.empty() || !pending_.empty(); }
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }
+  // True while the request holds KV memory (admitted and not preempted); false when unknown.
+  bool is_running(uint64_t id) const {
+    auto it = seqs_.find(id);
+    return it != seqs_.end() && it->second->running;
+  }
   int64_t num_preemptions() const { return preemptions_; }
   int64_t max_model_len() const { return max_model_len_; }
   const model::ModelConfig& config() const { return lm_.config(); }

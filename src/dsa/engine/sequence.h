@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "dsa/engine/sampler.h"
 #include "dsa/engine/sampling_params.h"
 
 namespace dsa::engine {
@@ -23,9 +24,17 @@ struct Sequence {
   bool running = false;         // registered with the KV manager (id = this id)
   SamplingParams params;
   uint64_t seed = 0;            // params.seed, or drawn at add_request
+  // params.prompt_logprobs >= 0: the logprob of prompt token i + 1 given tokens [0, i], filled
+  // as the prefill chunks run (kept across a preemption: the recomputation does not redo it);
+  // reported with the first new token.
+  std::vector<TokenLogprob> prompt_logprobs;
+  bool prompt_logprobs_reported = false;
 
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
   int64_t remaining() const { return static_cast<int64_t>(tokens.size()) - computed; }
+  bool wants_prompt_logprobs() const {
+    return params.prompt_logprobs >= 0 && static_cast<int64_t>(prompt_logprobs.size()) < prompt_len - 1;
+  }
 };
 
 }  // namespace dsa::engine

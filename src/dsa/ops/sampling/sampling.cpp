@@ -35,9 +35,16 @@ int32_t sample_row(const float* l, int64_t V, const SamplingRow& r) {
   auto better = [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
   const int64_t k = (r.top_k > 0 && r.top_k < V) ? r.top_k : V;
   size_t n = static_cast<size_t>(k);
-  if (k < V || r.top_p < 1.f) {
+  if (k < V || r.top_p < 1.f || r.min_p > 0.f) {
     std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), better);
     ids.resize(static_cast<size_t>(k));
+    if (r.min_p > 0.f) {  // p / p_max >= min_p  <=>  (l - l_max) / T >= log(min_p)
+      const double cut = std::log(static_cast<double>(r.min_p));
+      size_t m = 1;
+      while (m < ids.size() && (static_cast<double>(l[ids[m]]) - l[ids[0]]) / r.temperature >= cut) ++m;
+      ids.resize(m);
+      n = m;
+    }
     if (r.top_p < 1.f) {
       const double mx = l[ids[0]];
       std::vector<double> p(ids.size());

@@ -98,6 +98,10 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, c
     if (threadIdx.x == 0) out[n] = static_cast<int32_t>(mx.id);
     return;
   }
+  if (r.min_p > 0.f) {  // not done here: the caller samples the row on the host
+    if (threadIdx.x == 0) out[n] = -2;
+    return;
+  }
   const float T = r.temperature;
   const int64_t K = (r.top_k > 0 && r.top_k < V) ? r.top_k : V;
   auto key_of = [&](int64_t i) { return value_index_key(l[i], i); };

@@ -5,7 +5,8 @@
 //   - a row holding NaN or +inf, or only -inf, gives -1 (the caller reports a non-finite logit);
 //   - temperature == 0: greedy, the largest logit, lowest id on ties;
 //   - otherwise the candidates are the top_k largest logits (0 = all; ties -> lower id first),
-//     then, when top_p < 1, the shortest prefix of the candidates sorted by logit (ties -> lower
+//     then, when min_p > 0, those whose softmax(logit / temperature) probability is at least
+//     min_p times the largest one, then, when top_p < 1, the shortest prefix of the candidates sorted by logit (ties -> lower
 //     id) whose softmax(logit / temperature) mass, normalised over the candidates, reaches top_p;
 //     the token is the candidate maximising logit / temperature + g(id), g = -log(-log(u)) with
 //     u in (0, 1) drawn from Philox4x32-10 keyed by `seed` at counter (id, `counter`): the
@@ -16,7 +17,8 @@
 // The CPU reference (sample_row) and the CUDA kernel agree exactly except where two candidates'
 // keys are within float rounding of each other (the kernel sums in float in a fixed tree order,
 // the reference in double) and, on CUDA, top_p over more than 2048 candidates whose nucleus is
-// wider than the 2048 largest: that row gives -2 and the caller samples it with sample_row.
+// wider than the 2048 largest, and min_p > 0: such a row gives -2 and the caller samples it
+// with sample_row.
 #pragma once
 #include <cstdint>
 

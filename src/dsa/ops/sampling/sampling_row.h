@@ -9,7 +9,7 @@ struct SamplingRow {
   float temperature = 0.f;  // 0: greedy
   int32_t top_k = 0;        // 0: all
   float top_p = 1.f;        // (0, 1]; 1: no nucleus cut
-  int32_t reserved = 0;
+  float min_p = 0.f;        // [0, 1]; 0: off (the CUDA kernel leaves min_p rows to the host: -2)
   uint64_t seed = 0;
   uint64_t counter = 0;     // the position the sampled token takes in its sequence
 };

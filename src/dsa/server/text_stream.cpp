@@ -1,0 +1,56 @@
+#include "dsa/server/text_stream.h"
+
+#include <algorithm>
+
+namespace dsa::server {
+
+std::string IncrementalText::add(const std::vector<int32_t>& tokens, bool last) {
+  tail_.insert(tail_.end(), tokens.begin(), tokens.end());
+  if (tail_.empty()) return {};
+  const std::string full = decode_(tail_, skip_special_);
+  static const std::string kReplacement = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
+  size_t end = full.size();
+  const bool partial = !last && end >= 3 && full.compare(end - 3, 3, kReplacement) == 0;
+  if (partial) end -= 3;
+  std::string out = end > sent_ ? full.substr(sent_, end - sent_) : std::string();
+  if (partial) {
+    sent_ = std::max(sent_, end);
+  } else {  // the text is whole: later tokens decode on their own
+    tail_.clear();
+    sent_ = 0;
+  }
+  return out;
+}
+
+StopStrings::Result StopStrings::add(const std::string& piece, bool last) {
+  Result r;
+  if (matched_) return r;
+  std::string buf = held_ + piece;
+  held_.clear();
+  size_t best = std::string::npos, best_len = 0;
+  for (const std::string& s : stops_) {
+    const size_t at = buf.find(s);
+    if (at != std::string::npos && (at < best || (at == best && s.size() > best_len))) {
+      best = at;
+      best_len = s.size();
+    }
+  }
+  if (best != std::string::npos) {
+    matched_ = r.matched = true;
+    r.text = buf.substr(0, best + (include_ ? best_len : 0));
+    return r;
+  }
+  size_t keep = 0;  // the longest end of buf that starts some stop string
+  if (!last)
+    for (const std::string& s : stops_)
+      for (size_t k = std::min(s.size() - 1, buf.size()); k > keep; --k)
+        if (buf.compare(buf.size() - k, k, s, 0, k) == 0) {
+          keep = k;
+          break;
+        }
+  r.text = buf.substr(0, buf.size() - keep);
+  held_ = buf.substr(buf.size() - keep);
+  return r;
+}
+
+}  // namespace dsa::server
