@@ -20,8 +20,15 @@ if ! { cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DDSA_CUDA_
 fi
 grep -E "expert_gemm.*(registers|spill)" "$out/build.log" | sort | uniq -c | head -20
 rc=0
-"$build/tests/test_moe" 2>&1 | tail -25 | tee "$out/test_moe.log" || rc=1
-DSA_DEVICE_CAPABILITY=12.0 "$build/tests/test_moe" --gtest_filter='*Cuda*' 2>&1 | tail -6 | tee "$out/test_moe_sm120.log" || rc=1
+"$build/tests/test_moe" >"$out/test_moe.log" 2>&1 || rc=1
+grep -E "Failure|FAILED|error:|PASSED|tests ran" "$out/test_moe.log" | head -30
+DSA_DEVICE_CAPABILITY=12.0 "$build/tests/test_moe" --gtest_filter='MoeLayerCuda.*:ExpertGemmCuda.Dense*' \
+  >"$out/test_moe_sm120.log" 2>&1 || rc=1
+grep -E "Failure|FAILED|PASSED" "$out/test_moe_sm120.log" | head -10
 "$build/tests/test_tune" --gtest_filter='*Moe*' 2>&1 | tail -4 | tee "$out/test_tune.log" || rc=1
 "$build/apps/dsa/dsa" bench moe ${BENCH_ARGS:-} --json "$out/bench_moe.json" 2>&1 | tee "$out/bench_moe.txt" || rc=1
+if command -v compute-sanitizer >/dev/null; then  # out-of-bounds / race check on the small cases
+  timeout ${MEMCHECK_S:-60} compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_moe" \
+    --gtest_filter='ExpertGemmCuda.Fp8Ue8m0*' 2>&1 | tail -6 | tee "$out/memcheck.log" || rc=1
+fi
 exit $rc
