@@ -198,24 +198,25 @@ TEST(ExpertGemm, SwigluClampsAndStandaloneOp) {
 }
 
 // The automatic rule: 64-row tiles from 32 rows per expert (only on 64-aligned segments), the
-// decode stream kernel below for MXFP4/FP8 (k split when there are few rows in all), the 16-row
-// tile for BF16; explicit tactics pass through.
+// decode stream kernel below for MXFP4/FP8 (FP8 with a wider CTA at T = 1), the 16-row tile for
+// BF16; explicit tactics pass through.
 TEST(ExpertGemm, AutoTacticRule) {
   ExpertGemmParams p;
   for (WeightFormat f : {WeightFormat::MXFP4, WeightFormat::FP8Block}) {
+    const bool mx = f == WeightFormat::MXFP4;
     p.rows_per_expert_hint = 6.0 / 256;  // T = 1, top-6 of 256
-    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 384, 256, true), 4);
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 384, 256, true), 6);
     p.rows_per_expert_hint = 32.0 * 6 / 256;
-    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 256, true), 3);
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 256, true), mx ? 6 : 3);
     p.rows_per_expert_hint = 128.0 * 6 / 256;
-    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 256, true), 5);
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 256, true), mx ? 6 : 3);
     p.rows_per_expert_hint = 4096.0 * 6 / 256;
     EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 256, true), 1);
     p.m_alignment = 16;
     EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 256, true), 0);  // 64-row tiles need 64-aligned segments
     p.m_alignment = 64;
     p.rows_per_expert_hint = 0;  // dense: rows are the rows per expert
-    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 7, 1, false), 5);
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 7, 1, false), mx ? 6 : 3);
     EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 500, 1, false), 1);
   }
   p.rows_per_expert_hint = 6.0 / 256;
@@ -254,7 +255,9 @@ TEST(ExpertGemmCuda, MatchesCpuAllFormatsTilesAndShapes) {
     for (int mode : {0, 1, 2})
       for (int fmt : {0, 1, 2, 3}) {
         if (T == 1000 && mode != 0 && fmt >= 2) continue;  // keep the CPU reference time bounded
-        const int64_t k = 4, E = 16, K = 384, N = 208;  // N: not a multiple of any tile width
+        // N: not a multiple of any tile width; K: 3, 4 or 8 chunks of 128 (stages of 1, 2 or 4
+        // chunks, and the fallback of the 2-chunk stages to 1)
+        const int64_t k = 4, E = 16, K = mode == 0 ? 1024 : (mode == 1 ? 384 : 512), N = 208;
         ExpertWeights w = random_experts(fmt, E, N, K, rng, true);
         ExpertWeights wd = to_device(w, d);
         Case c = make_case(T, k, E, K, mode, 64, rng);

@@ -107,8 +107,10 @@ int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_
       t = 1;  // prefill: 64-row tiles
     else if (f == WeightFormat::BF16)
       t = 0;
-    else  // decode stream kernel: k split when only a few CTAs exist, 16 rows from ~2 per expert
-      t = per_group < 0.1 ? 4 : (per_group < 2 ? 3 : 5);
+    else if (f == WeightFormat::MXFP4)
+      t = 6;  // stream kernel, 64 weight rows per CTA, 6 stages
+    else  // FP8: 128 weight rows per CTA when only a few experts are used (T = 1), else 64
+      t = per_group < 0.1 ? 6 : 3;
   }
   if (t == 1 && grouped && p.m_alignment % 64 != 0) t = 0;
   return t;

@@ -44,10 +44,11 @@ struct ExpertWeights {
 // beyond fp32 summation order):
 //   0: tile kernel, 16-row tiles; 1: tile kernel, 64-row tiles (prefill); 2: tile kernel,
 //   16-row tiles with two warps per weight row group splitting k;
-//   3-6: decode stream kernel (weights as the MMA's 16-row operand, 8 or 16 token rows per CTA;
-//   MXFP4 and FP8; BF16 weights run tactic 0 or 2 instead): 3 = 8 rows, 4 = 8 rows with a k
-//   split (T = 1), 5 = 16 rows, 6 = 8 rows with fewer weight rows and more stages per CTA.
-constexpr int kExpertGemmTactics = 7;
+//   3-8: decode stream kernel (weights as the MMA's 16-row operand, 8 token rows per CTA; MXFP4
+//   and FP8; BF16 weights run tactic 2 for 4 and tactic 0 for the others), in forms that differ
+//   in weight rows per warp, pipeline stages and k per stage (cuda/expert_gemm_stream_*.cu);
+//   4 is the k-split form for T = 1.
+constexpr int kExpertGemmTactics = 9;
 
 struct ExpertGemmParams {
   bool fuse_swiglu = false;

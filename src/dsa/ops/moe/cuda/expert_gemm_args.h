@@ -21,8 +21,8 @@ struct Args {
 };
 
 // Tactics (expert_gemm.h): 0-2 the tile kernel (expert_gemm_kernel.cuh): 0 = 16-row tiles,
-// 1 = 64-row tiles, 2 = 16-row tiles with a k split; 3-6 the decode stream kernel
-// (expert_gemm_stream_kernel.cuh, MXFP4 and FP8 only; BF16 maps them to 0, 2, 0, 0).
+// 1 = 64-row tiles, 2 = 16-row tiles with a k split; 3-8 the decode stream kernel
+// (expert_gemm_stream_kernel.cuh, MXFP4 and FP8 only; BF16 runs tile 2 for 4, tile 0 else).
 // Each returns false (nothing launched) when K is too large for the kernel's shared memory.
 bool launch_mxfp4(const Args& a, int tactic);
 bool launch_fp8(const Args& a, int tactic);

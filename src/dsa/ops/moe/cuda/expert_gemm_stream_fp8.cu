@@ -4,15 +4,20 @@
 
 namespace dsa::ops::cuda::egemm {
 
-// 3: 8 token rows x 64 weight rows, 4 stages (~41 KB);
-// 4: tactic 3 with 8 warps splitting every chunk's k (T = 1);
-// 5: 16 token rows (two MMA column tiles), 4 stages (~49 KB);
-// 6: 8 token rows x 128 weight rows (2 groups of 16 per warp), 3 stages (~55 KB).
+// All: 8 token rows per CTA. MW = weight row groups of 16 per warp (CTA: 64 MW rows), S = stages,
+// KCH = 128-k chunks per stage (shared memory per CTA in brackets):
+// 3: MW 1, S 4 (41 KB);  4: tactic 3 with 8 warps splitting every chunk's k (T = 1);
+// 5: MW 1, S 3, KCH 2 (61 KB);  6: MW 2, S 3 (55 KB);  7: MW 1, S 6 (61 KB);
+// 8: MW 1, S 2, KCH 2 (41 KB).
 bool launch_stream_fp8(const Args& a, int tactic) {
-  if (tactic == 4) return launch_stream<kFp8, 1, 1, 4, 2>(a);
-  if (tactic == 5) return launch_stream<kFp8, 1, 2, 4>(a);
-  if (tactic == 6) return launch_stream<kFp8, 2, 1, 3>(a);
-  return launch_stream<kFp8, 1, 1, 4>(a);
+  switch (tactic) {
+    case 4: return launch_stream<kFp8, 1, 1, 4, 2>(a);
+    case 5: return launch_stream<kFp8, 1, 1, 3, 1, 2>(a);
+    case 6: return launch_stream<kFp8, 2, 1, 3>(a);
+    case 7: return launch_stream<kFp8, 1, 1, 6>(a);
+    case 8: return launch_stream<kFp8, 1, 1, 2, 1, 2>(a);
+    default: return launch_stream<kFp8, 1, 1, 4>(a);
+  }
 }
 
 }  // namespace dsa::ops::cuda::egemm

@@ -21,10 +21,13 @@
 // fastest (blockIdx.x), so the CTAs of an expert with several row tiles read the same weights at
 // about the same time (L2 hits). Tiles whose expert is -1 (padding) exit at once.
 //
-// Pipeline: as the tile kernel, K is walked in 128-wide chunks, each chunk's activation tile
-// (BT x 128 bf16), raw weight tile (BN rows) and MXFP4 scales copied with cp.async into a ring of
-// STAGES shared-memory stages. FP8 block scales (one per 128 x 128 block) are read once per CTA
-// into shared memory as fp32 before the loop (UE8M0 or fp32 in global memory: no conversion pass).
+// Pipeline: as the tile kernel, K is walked in 128-wide chunks, KCH chunks per stage: each
+// stage's activation tile (BT x 128 KCH bf16), raw weight tile (BN rows x 128 KCH k) and MXFP4
+// scales are copied with cp.async into a ring of STAGES shared-memory stages. KCH = 2 makes each
+// weight row's piece of a stage 128 bytes of MXFP4 (a whole L2 line) and halves the per-stage
+// overhead (barrier, copy issue) per weight. FP8 block scales (one per 128 x 128 block) are read
+// once per CTA into shared memory as fp32 before the loop (UE8M0 or fp32 in global memory: no
+// conversion pass).
 //
 // Fragment mapping: lane (g, q) owns, per 16-row weight group, rows g and g + 8 and the 32
 // consecutive k values [32q, 32q + 32) of the chunk (one MXFP4 scale block). The MMA's k slots of
@@ -40,19 +43,19 @@
 
 namespace dsa::ops::cuda::egemm {
 
-template <int FMT, int MW, int NTT, int STAGES, int KSPLIT>
+template <int FMT, int MW, int NTT, int STAGES, int KSPLIT, int KCH>
 struct StreamCfg {
   static_assert(FMT == kMxfp4 || FMT == kFp8, "stream kernel: MXFP4 or FP8 weights");
   static constexpr int kWarps = 4 * KSPLIT, kThreads = 32 * kWarps;
   static constexpr int BN = 4 * MW * 16;  // weight rows per CTA
   static constexpr int BT = 8 * NTT;      // layout rows (tokens) per CTA
-  static constexpr int kWRow = FMT == kMxfp4 ? 64 : 128;  // weight bytes per row per chunk
-  static constexpr int kABytes = BT * 256;
-  static constexpr int kWBytes = BN * kWRow;
-  static constexpr int kSBytes = FMT == kMxfp4 ? BN * 4 : 0;
+  static constexpr int kWRow = FMT == kMxfp4 ? 64 : 128;  // weight bytes per row per 128-k chunk
+  // One stage holds KCH chunks of 128 k, each as its own sub-tile (the fragment code is per chunk).
+  static constexpr int kASub = BT * 256, kWSub = BN * kWRow, kSSub = FMT == kMxfp4 ? BN * 4 : 0;
+  static constexpr int kABytes = kASub * KCH, kWBytes = kWSub * KCH, kSBytes = kSSub * KCH;
   static constexpr int kStage = kABytes + kWBytes + (kSBytes + 127) / 128 * 128;
-  static constexpr int kPipe = kStage * STAGES;  // + FP8: BN/8 x nk fp32 scales (runtime)
-  static_assert(kPipe <= 101376, "must fit SM120's 99 KB per block");
+  static constexpr int kPipe = kStage * STAGES;  // + FP8: BN/8 x K/128 fp32 scales (runtime)
+  static_assert(kPipe <= kMaxSmem, "must fit SM120's 99 KB per block");
 };
 
 // 8 e2m1 codes of w (k order 0..7, low nibble first) -> four bf16x2 pairs (k_i, k_i+4), each value
@@ -70,9 +73,9 @@ __device__ __forceinline__ void e2m1x8_bf16(uint32_t w, uint32_t (&p)[4]) {
   p[3] = ((h & 0x00F000F0u) * 0x0104u) & kKeep;
 }
 
-template <int FMT, int MW, int NTT, int STAGES, int KSPLIT>
+template <int FMT, int MW, int NTT, int STAGES, int KSPLIT, int KCH>
 __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const Args p) {
-  using C = StreamCfg<FMT, MW, NTT, STAGES, KSPLIT>;
+  using C = StreamCfg<FMT, MW, NTT, STAGES, KSPLIT, KCH>;
   constexpr int BN = C::BN, BT = C::BT, NT = C::kThreads;
   // Per warp and chunk: MXFP4 4 words (16 bytes) of each of its rows per lane, FP8 8 words.
   constexpr int WORDS = (FMT == kMxfp4 ? 4 : 8) / KSPLIT;
@@ -84,7 +87,7 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const 
   const int e = p.m_indices ? p.m_indices[m0] : 0;
   if (e < 0 || e >= p.E) return;  // padding tile (or out-of-range expert id)
 
-  const int N = p.N, K = p.K, nk = K / 128, half_n = N / 2;
+  const int N = p.N, K = p.K, nk = K / 128, nst = nk / KCH, half_n = N / 2;
   const int nbase = static_cast<int>(blockIdx.y) * BN;  // first weight row (no SwiGLU)
   const int cbase = static_cast<int>(blockIdx.y) * (BN / 2);  // first output column (SwiGLU)
   auto out_col = [&](int r) { return cbase + (r >> 4) * 8 + (r & 7); };
@@ -95,63 +98,71 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const 
   auto wrow_ok = [&](int r) { return p.swiglu ? out_col(r) < half_n : nbase + r < N; };
 
   // ---- per-thread copy assignments (fixed for the whole K loop) ----
-  // Each copy is (shared offset, global base, bytes per chunk, size): invalid sources keep a
+  // Each copy is (shared offset, global base, bytes per stage, size): invalid sources keep a
   // valid dummy address, step 0 and size 0 (cp.async zero-fills), so the loop has no selects.
-  constexpr int kAUnits = (BT * 16 + NT - 1) / NT;
+  // Activation rows that are not this expert's (padding, beyond rows) are not copied at all:
+  // their MMA columns hold stale shared memory, which only reaches outputs that are never written
+  // (an MMA's column n depends on column n of B alone). A valid row whose gathered source is out
+  // of range is zero-filled (it is computed, with zero activations).
+  constexpr int kAUnits = (BT * 16 * KCH + NT - 1) / NT;
   const __nv_bfloat16* A = static_cast<const __nv_bfloat16*>(p.a);
   const uint8_t* a_src[kAUnits];
-  uint32_t a_step[kAUnits];
   int a_dst[kAUnits], a_sz[kAUnits];
+  uint32_t a_step[kAUnits];
 #pragma unroll
   for (int i = 0; i < kAUnits; ++i) {
-    const int idx = tid + i * NT, r = idx >> 4, u = idx & 15;
+    const int idx = tid + i * NT, r = idx / (16 * KCH), ua = idx % (16 * KCH);
     const int64_t row = m0 + r;
-    bool ok = idx < BT * 16 && row < p.rows && (!p.m_indices || p.m_indices[row] == e);
+    const bool mine = idx < BT * 16 * KCH && row < p.rows && (!p.m_indices || p.m_indices[row] == e);
     int64_t src = row;
-    if (ok && p.a_rows) src = p.a_rows[row];
-    ok = ok && src >= 0 && src < p.a_nrows;
-    a_src[i] = reinterpret_cast<const uint8_t*>(ok ? A + src * K + u * 8 : A);
-    a_step[i] = ok ? 256u : 0u;
+    if (mine && p.a_rows) src = p.a_rows[row];
+    const bool ok = mine && src >= 0 && src < p.a_nrows;
+    a_src[i] = reinterpret_cast<const uint8_t*>(ok ? A + src * K + ua * 8 : A);
+    a_step[i] = ok ? 256u * KCH : 0u;
     a_sz[i] = ok ? 16 : 0;
-    a_dst[i] = idx < BT * 16 ? a_off(r, u) : -1;
+    a_dst[i] = mine ? (ua >> 4) * C::kASub + a_off(r, ua & 15) : -1;
   }
   constexpr int kUPerRow = C::kWRow / 16;
-  constexpr int kWUnits = BN * kUPerRow / NT;
-  static_assert(kWUnits >= 1 && BN * kUPerRow % NT == 0, "weight copy split");
+  constexpr int kWUnits = BN * kUPerRow * KCH / NT;
+  static_assert(kWUnits >= 1 && BN * kUPerRow * KCH % NT == 0, "weight copy split");
   const int64_t wrow_bytes = FMT == kMxfp4 ? K / 2 : K;
   const uint8_t* w_src[kWUnits];
   uint32_t w_step[kWUnits];
   int w_dst[kWUnits], w_sz[kWUnits];
 #pragma unroll
   for (int i = 0; i < kWUnits; ++i) {
-    const int idx = tid + i * NT, r = idx / kUPerRow, u = idx % kUPerRow;
+    const int idx = tid + i * NT, r = idx / (kUPerRow * KCH), uw = idx % (kUPerRow * KCH);
     const bool ok = wrow_ok(r);
-    w_src[i] = ok ? p.w + (static_cast<int64_t>(e) * N + wrow(r)) * wrow_bytes + u * 16 : p.w;
-    w_step[i] = ok ? C::kWRow : 0u;
+    w_src[i] = ok ? p.w + (static_cast<int64_t>(e) * N + wrow(r)) * wrow_bytes + uw * 16 : p.w;
+    w_step[i] = ok ? C::kWRow * KCH : 0u;
     w_sz[i] = ok ? 16 : 0;
-    w_dst[i] = C::kABytes + w_off<FMT>(r, u);
+    w_dst[i] = C::kABytes + (uw / kUPerRow) * C::kWSub + w_off<FMT>(r, uw % kUPerRow);
   }
-  // MXFP4: one 4-byte word (the chunk's 4 UE8M0) per weight row.
+  // MXFP4: per chunk one 4-byte word (4 UE8M0) per weight row.
   const bool s_ok = FMT == kMxfp4 && tid < BN && wrow_ok(tid);
   const uint8_t* s_src = s_ok ? static_cast<const uint8_t*>(p.scale) + (static_cast<int64_t>(e) * N + wrow(tid)) * (K / 32) : p.w;
-  const uint32_t s_step = s_ok ? 4u : 0u;
+  const uint32_t s_step = s_ok ? 4u * KCH : 0u;
   const int s_sz = s_ok ? 4 : 0;
 
-  auto load_stage = [&](int kc, int st) {
+  auto load_stage = [&](int ks_, int st) {  // stage ks_ of the k walk into ring slot st
     uint8_t* base = smem + st * C::kStage;
 #pragma unroll
     for (int i = 0; i < kAUnits; ++i)
-      if (a_dst[i] >= 0) cp_async16_n(base + a_dst[i], a_src[i] + static_cast<size_t>(kc) * a_step[i], a_sz[i]);
+      if (a_dst[i] >= 0) cp_async16_n(base + a_dst[i], a_src[i] + static_cast<size_t>(ks_) * a_step[i], a_sz[i]);
 #pragma unroll
     for (int i = 0; i < kWUnits; ++i)
-      cp_async16_n(base + w_dst[i], w_src[i] + static_cast<size_t>(kc) * w_step[i], w_sz[i]);
-    if (FMT == kMxfp4 && tid < BN)
-      cp_async4_n(base + C::kABytes + C::kWBytes + tid * 4, s_src + static_cast<size_t>(kc) * s_step, s_sz);
+      cp_async16_n(base + w_dst[i], w_src[i] + static_cast<size_t>(ks_) * w_step[i], w_sz[i]);
+    if (FMT == kMxfp4 && tid < BN) {
+#pragma unroll
+      for (int j = 0; j < KCH; ++j)
+        cp_async4_n(base + C::kABytes + C::kWBytes + j * C::kSSub + tid * 4,
+                    s_src + static_cast<size_t>(ks_) * s_step + 4 * j, s_sz);
+    }
   };
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < nk) load_stage(s, s);
+    if (s < nst) load_stage(s, s);
     cp_async_commit();
   }
 
@@ -188,17 +199,22 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const 
     for (int j = 0; j < AUNITS; ++j) a_frag[nt][j] = a_off(nt * 8 + g, 4 * q + ks * AUNITS + j);
 
   int st_read = 0, st_write = STAGES - 1;  // ring positions (no modulo in the loop)
-  for (int kc = 0; kc < nk; ++kc) {
+  for (int kst = 0; kst < nst; ++kst) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();
     {
-      if (kc + STAGES - 1 < nk) load_stage(kc + STAGES - 1, st_write);
+      if (kst + STAGES - 1 < nst) load_stage(kst + STAGES - 1, st_write);
       cp_async_commit();
       st_write = st_write + 1 == STAGES ? 0 : st_write + 1;
     }
-    const uint8_t* As = smem + st_read * C::kStage;
-    const uint8_t* Ws = As + C::kABytes;
+    const uint8_t* stage = smem + st_read * C::kStage;
     st_read = st_read + 1 == STAGES ? 0 : st_read + 1;
+#pragma unroll
+   for (int sub = 0; sub < KCH; ++sub) {
+    const int kc = kst * KCH + sub;  // 128-k chunk index (FP8 scale table column)
+    (void)kc;
+    const uint8_t* As = stage + sub * C::kASub;
+    const uint8_t* Ws = stage + C::kABytes + sub * C::kWSub;
 
     // Activation (B) fragments: per token tile and MMA, (b0, b1) in the weights' k-slot order.
     // MXFP4 word j of the lane (k = 32q + 8j + [0, 8)) feeds two MMAs with pairs (0,4),(1,5) and
@@ -233,7 +249,7 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const 
       // factor is 2^(s-1): one exact bf16 multiplier while s <= 128 (2^127 is the largest power
       // of two in bf16). Larger s (or s = 255, NaN) take a second multiplier; the choice is made
       // per warp and chunk (real checkpoints never need it).
-      const uint8_t* Ss = Ws + C::kWBytes;
+      const uint8_t* Ss = stage + C::kABytes + C::kWBytes + sub * C::kSSub;
       uint32_t sc[MW][2], m1[MW][2];
       bool big = false;
 #pragma unroll
@@ -343,6 +359,7 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const 
         }
       }
     }
+   }  // sub
   }
   cp_async_wait<0>();
   if constexpr (KSPLIT == 2) {  // add the k-half sums of warp pairs (wn, 1) into (wn, 0)
@@ -397,10 +414,14 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const 
 
 // Host-side launch of one configuration (defined in the format's .cu).
 // Returns false (nothing launched) when the FP8 scale table would not fit in shared memory.
-template <int FMT, int MW, int NTT, int STAGES, int KSPLIT = 1>
+// KCH > 1 needs K % (128 KCH) == 0; other K run the KCH = 1 form with the same shared memory.
+template <int FMT, int MW, int NTT, int STAGES, int KSPLIT = 1, int KCH = 1>
 bool launch_stream(const Args& a) {
-  using C = StreamCfg<FMT, MW, NTT, STAGES, KSPLIT>;
-  auto kern = expert_gemm_stream_kernel<FMT, MW, NTT, STAGES, KSPLIT>;
+  if constexpr (KCH > 1) {
+    if (a.K % (128 * KCH) != 0) return launch_stream<FMT, MW, NTT, STAGES * KCH, KSPLIT, 1>(a);
+  }
+  using C = StreamCfg<FMT, MW, NTT, STAGES, KSPLIT, KCH>;
+  auto kern = expert_gemm_stream_kernel<FMT, MW, NTT, STAGES, KSPLIT, KCH>;
   static const bool attr_set = [&] {  // once per instantiation (single-device assumption)
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem);
     return true;
