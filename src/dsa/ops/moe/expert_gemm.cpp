@@ -108,7 +108,7 @@ int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_
     else if (f == WeightFormat::BF16)
       t = 0;
     else if (f == WeightFormat::MXFP4)
-      t = 6;  // stream kernel, 64 weight rows per CTA, 6 stages
+      t = 5;  // stream kernel, 64 weight rows per CTA, 3 stages of 256 k
     else  // FP8: 128 weight rows per CTA when only a few experts are used (T = 1), else 64
       t = per_group < 0.1 ? 6 : 3;
   }
