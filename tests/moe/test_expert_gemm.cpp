@@ -1,6 +1,7 @@
-// Grouped expert GEMM: CPU reference against an independent dequantizer; CUDA (every tile,
-// every weight format: MXFP4, FP8 block, BF16; fused SwiGLU) against the CPU reference on the
-// contiguous layout.
+// Grouped expert GEMM: CPU reference against an independent dequantizer; CUDA (every tactic:
+// the tile kernel's tiles and the decode stream kernel's forms; every weight format: MXFP4, FP8
+// block with fp32 or UE8M0 scales, BF16; fused SwiGLU) against the CPU reference on the
+// contiguous layout; the automatic tactic rule.
 #include <cmath>
 #include <cstring>
 
@@ -196,6 +197,43 @@ TEST(ExpertGemm, SwigluClampsAndStandaloneOp) {
   EXPECT_NEAR(bf(out, 0), silu_ref(20.0) * 50.0, 8.0);    // no clamp
 }
 
+// The automatic rule: 64-row tiles from 32 rows per expert (only on 64-aligned segments), the
+// decode stream kernel below for MXFP4/FP8 (FP8 with a wider CTA at T = 1), the 16-row tile for
+// BF16; explicit tactics pass through.
+TEST(ExpertGemm, AutoTacticRule) {
+  ExpertGemmParams p;
+  for (WeightFormat f : {WeightFormat::MXFP4, WeightFormat::FP8Block}) {
+    const bool mx = f == WeightFormat::MXFP4;
+    p.rows_per_expert_hint = 6.0 / 256;  // T = 1, top-6 of 256
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 384, 256, true), mx ? 5 : 6);
+    p.rows_per_expert_hint = 32.0 * 6 / 256;
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 256, true), mx ? 5 : 3);
+    p.rows_per_expert_hint = 128.0 * 6 / 256;
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 256, true), mx ? 5 : 3);
+    p.rows_per_expert_hint = 4096.0 * 6 / 256;
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 256, true), 1);
+    p.m_alignment = 16;
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 256, true), 0);  // 64-row tiles need 64-aligned segments
+    p.m_alignment = 64;
+    p.rows_per_expert_hint = 0;  // dense: rows are the rows per expert
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 7, 1, false), mx ? 5 : 3);
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 500, 1, false), 1);
+  }
+  p.rows_per_expert_hint = 6.0 / 256;
+  EXPECT_EQ(resolve_expert_gemm_tactic(WeightFormat::BF16, p, 384, 256, true), 0);
+  for (int t = 0; t < kExpertGemmTactics; ++t) {
+    p.tactic = t;
+    EXPECT_EQ(resolve_expert_gemm_tactic(WeightFormat::MXFP4, p, 384, 256, true), t);
+  }
+  Rng rng;
+  ExpertWeights w = random_mxfp4(2, 16, 128, rng);
+  Tensor a = random_bf16({4, 128}, rng), out = Tensor::empty({4, 16}, DType::BF16);
+  Tensor m = Tensor::zeros({4}, DType::I32);
+  p = ExpertGemmParams{};
+  p.tactic = kExpertGemmTactics;
+  EXPECT_THROW(expert_gemm(a, Tensor(), m, w, out, p), Error);
+}
+
 TEST(ExpertGemm, ValidateRejectsBadShapes) {
   Rng rng;
   ExpertWeights w = random_mxfp4(2, 16, 128, rng);
@@ -217,7 +255,9 @@ TEST(ExpertGemmCuda, MatchesCpuAllFormatsTilesAndShapes) {
     for (int mode : {0, 1, 2})
       for (int fmt : {0, 1, 2, 3}) {
         if (T == 1000 && mode != 0 && fmt >= 2) continue;  // keep the CPU reference time bounded
-        const int64_t k = 4, E = 16, K = 384, N = 208;  // N: not a multiple of any tile width
+        // N: not a multiple of any tile width; K: 3, 4 or 8 chunks of 128 (stages of 1, 2 or 4
+        // chunks, and the fallback of the 2-chunk stages to 1)
+        const int64_t k = 4, E = 16, K = mode == 0 ? 1024 : (mode == 1 ? 384 : 512), N = 208;
         ExpertWeights w = random_experts(fmt, E, N, K, rng, true);
         ExpertWeights wd = to_device(w, d);
         Case c = make_case(T, k, E, K, mode, 64, rng);
@@ -233,7 +273,7 @@ TEST(ExpertGemmCuda, MatchesCpuAllFormatsTilesAndShapes) {
           for (int64_t r = 0; r < c.layout.rows_cap; ++r)
             if (c.layout.m_indices.data<int32_t>()[r] >= 0) valid.push_back(r);
           const double atol = 1e-2 * rms_bf16(want) + 1e-6;
-          for (int tactic : {0, 1, 2}) {
+          for (int tactic = 0; tactic < kExpertGemmTactics; ++tactic) {
             p.tactic = tactic;
             Tensor got = Tensor::empty({c.layout.rows_cap, cols}, DType::BF16, d);
             poison(got);
@@ -256,13 +296,13 @@ TEST(ExpertGemmCuda, DenseModeMatchesCpu) {
   Rng rng;
   const Device d = Device::cuda();
   for (int64_t T : {1, 7, 64, 333})
-    for (int fmt : {0, 1, 3}) {
+    for (int fmt : {0, 1, 2, 3}) {
       const int64_t K = 512, N = 136;
       ExpertWeights w = random_experts(fmt, 1, N, K, rng);
       Tensor x = random_bf16({T, K}, rng);
       Tensor want = Tensor::empty({T, N}, DType::BF16);
       expert_gemm(x, Tensor(), Tensor(), w, want);
-      for (int tactic : {0, 1, 2}) {
+      for (int tactic = 0; tactic < kExpertGemmTactics; ++tactic) {
         ExpertGemmParams p;
         p.tactic = tactic;
         Tensor got = Tensor::empty({T, N}, DType::BF16, d);
@@ -304,7 +344,7 @@ TEST(ExpertGemmCuda, Bf16MatchesCpuAwkwardLayouts) {
           Tensor want = Tensor::zeros({c.layout.rows_cap, cols}, DType::BF16);
           expert_gemm(c.x, a_rows, c.layout.m_indices, w, want, p);
           const double atol = 1e-2 * rms_bf16(want) + 1e-6;
-          for (int tactic : {-1, 0, 1, 2}) {
+          for (int tactic = -1; tactic < kExpertGemmTactics; ++tactic) {
             p.tactic = tactic;
             Tensor got = Tensor::empty({c.layout.rows_cap, cols}, DType::BF16, d);
             poison(got);
@@ -333,4 +373,73 @@ TEST(ExpertGemmCuda, SwigluOpMatchesCpu) {
   swiglu(gu, want, 10.f);
   swiglu(gu.to(Device::cuda()), got, 10.f);
   ASSERT_EQ(compare_bf16(got.to(Device::cpu()), want, 1e-2, 1e-3, "swiglu"), 0);
+}
+
+// FP8 block scales as UE8M0 bytes are read by the kernels directly (no widening pass): for the
+// same power-of-two scales the result must equal, bit for bit, the run with fp32 scales, for
+// every tactic, including exponents far from 127 (2^-27 .. 2^13), SwiGLU fused or not.
+TEST(ExpertGemmCuda, Fp8Ue8m0ScalesEqualFp32Scales) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  const int64_t T = 9, k = 3, E = 6, K = 640, N = 272;
+  ExpertWeights wu = random_fp8(E, N, K, rng, /*ue8m0=*/true);
+  for (int64_t i = 0; i < wu.scale.numel(); i += 7) wu.scale.data<uint8_t>()[i] = static_cast<uint8_t>(rng.randint(100, 140));
+  ExpertWeights wf = wu;
+  wf.scale = Tensor::empty(wu.scale.shape(), DType::F32);
+  for (int64_t i = 0; i < wu.scale.numel(); ++i) wf.scale.data<float>()[i] = ue8m0_to_f32(wu.scale.data<uint8_t>()[i]);
+  Case c = make_case(T, k, E, K, 0, 64, rng);
+  Tensor mi = c.layout.m_indices.to(d), src = c.layout.src_token.to(d), xd = c.x.to(d);
+  ExpertWeights wud = to_device(wu, d), wfd = to_device(wf, d);
+  for (bool sw : {false, true}) {
+    ExpertGemmParams p;
+    p.fuse_swiglu = sw;
+    const int64_t cols = sw ? N / 2 : N;
+    Tensor want = Tensor::zeros({c.layout.rows_cap, cols}, DType::BF16);
+    expert_gemm(c.x, c.layout.src_token, c.layout.m_indices, wf, want, p);
+    std::vector<int64_t> valid;
+    for (int64_t r = 0; r < c.layout.rows_cap; ++r)
+      if (c.layout.m_indices.data<int32_t>()[r] >= 0) valid.push_back(r);
+    for (int tactic = 0; tactic < kExpertGemmTactics; ++tactic) {
+      p.tactic = tactic;
+      Tensor gu = Tensor::empty({c.layout.rows_cap, cols}, DType::BF16, d);
+      Tensor gf = Tensor::empty({c.layout.rows_cap, cols}, DType::BF16, d);
+      poison(gu);
+      poison(gf);
+      expert_gemm(xd, src, mi, wud, gu, p);
+      expert_gemm(xd, src, mi, wfd, gf, p);
+      Tensor hu = gu.to(Device::cpu()), hf = gf.to(Device::cpu());
+      const std::string what = "swiglu=" + std::to_string(sw) + " tactic=" + std::to_string(tactic);
+      for (int64_t r : valid)
+        for (int64_t j = 0; j < cols; ++j)
+          ASSERT_EQ(hu.data<uint16_t>()[r * cols + j], hf.data<uint16_t>()[r * cols + j]) << what << " row " << r << " col " << j;
+      ASSERT_EQ(compare_bf16(hu, want, 1e-2, 1e-2 * rms_bf16(want) + 1e-6, what, &valid), 0) << what;
+    }
+  }
+  // Dense FP8 linear with UE8M0 scales (the DeepSeek-V4 FP8 linears' path), every tactic.
+  ExpertWeights w1 = random_fp8(1, 200, 384, rng, true);
+  Tensor x = random_bf16({5, 384}, rng), want = Tensor::empty({5, 200}, DType::BF16);
+  expert_gemm(x, Tensor(), Tensor(), w1, want);
+  for (int tactic = 0; tactic < kExpertGemmTactics; ++tactic) {
+    ExpertGemmParams p;
+    p.tactic = tactic;
+    Tensor got = Tensor::empty({5, 200}, DType::BF16, d);
+    poison(got);
+    expert_gemm(x.to(d), Tensor(), Tensor(), to_device(w1, d), got, p);
+    ASSERT_EQ(compare_bf16(got.to(Device::cpu()), want, 1e-2, 1e-2 * rms_bf16(want), "dense ue8m0"), 0) << tactic;
+  }
+}
+
+// K beyond what the FP8 kernels' shared-memory scale table holds is a clear error, not a crash.
+TEST(ExpertGemmCuda, Fp8HugeKIsAnError) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  const int64_t K = 128 * 1200, N = 16;
+  ExpertWeights w = random_fp8(1, N, K, rng);
+  Tensor x = random_bf16({2, K}, rng);
+  Tensor got = Tensor::empty({2, N}, DType::BF16, d);
+  ExpertGemmParams p;
+  p.tactic = 1;  // 64 x 64 tile: 72 KB of stages + 8 x 1200 x 4 bytes of scales > 99 KB
+  EXPECT_THROW(expert_gemm(x.to(d), Tensor(), Tensor(), to_device(w, d), got, p), Error);
 }

@@ -5,6 +5,8 @@
 #include <mutex>
 
 #include "common/testing.h"
+#include "dsa/core/cuda_memory.h"
+#include "dsa/core/cuda_stream.h"
 #include "dsa/core/dtype_conv.h"
 #include "dsa/ops/moe/moe_layer.h"
 #include "dsa/ops/tactics/tactic_chooser.h"
@@ -230,4 +232,34 @@ TEST(MoeLayerCuda, DefaultTacticAsksTheInstalledChooserPerGemm) {
   }
   ASSERT_GE(static_cast<double>(rows.size()), T - 1.0) << "routing differs on too many tokens";
   ASSERT_EQ(compare_bf16(got.to(Device::cpu()), want, 3e-2, 3e-2 * rms_bf16(want), "moe layer", &rows), 0);
+}
+
+// Graph-capturable decode step: with a warm workspace, a second call of the layer (V4 form:
+// MXFP4 experts, FP8 shared expert with UE8M0 scales) allocates nothing, makes the host wait
+// for nothing, and gives the same output.
+TEST(MoeLayerCuda, WarmWorkspaceAllocatesAndWaitsForNothing) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  Model m = make_model(/*glm=*/false, false, 256, 128, 32, 6, rng);
+  ASSERT_NE(m.w.shared_w13.scale.dtype(), DType::F32);  // UE8M0 scales on the FP8 path
+  MoeLayerWeights wd = to_dev(m.w, d);
+  for (int64_t T : {1, 5, 40}) {
+    Tensor x = random_bf16({T, m.H}, rng, 2.f).to(d);
+    Tensor a = Tensor::empty({T, m.H}, DType::BF16, d), b = Tensor::empty({T, m.H}, DType::BF16, d);
+    MoeWorkspace ws;
+    moe_layer(x, Tensor(), wd, m.p, a, ws);  // warm-up: sizes the workspace
+    const auto before = cuda_memory::cache_stats(d.index);
+    const auto waits = cuda_stream::host_waits();
+    moe_layer(x, Tensor(), wd, m.p, b, ws);
+    const auto after = cuda_memory::cache_stats(d.index);
+    EXPECT_EQ(after.device_allocs + after.reuses, before.device_allocs + before.reuses) << "T=" << T << ": allocation in a warm call";
+    EXPECT_EQ(cuda_stream::host_waits().total(), waits.total()) << "T=" << T << ": host wait in a warm call";
+    Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());
+    for (int64_t i = 0; i < ha.numel(); ++i) {
+      const float va = bf(ha, i), vb = bf(hb, i);
+      ASSERT_TRUE(std::isfinite(va));
+      ASSERT_LE(std::fabs(va - vb), 1e-2f * std::fabs(va) + 1e-3f) << "T=" << T << " i=" << i;  // atomics order rows
+    }
+  }
 }

@@ -227,7 +227,7 @@ TEST(TuneActive, InvalidAnswersOfAChooserBecomeTheDefault) {
   s.alignment = 16;
   c->gemm = 1;  // 64-row tiles need 64-aligned segments
   EXPECT_EQ(ops::choose_expert_gemm_tactic(s), -1);
-  c->gemm = 3;
+  c->gemm = ops::kExpertGemmTactics;  // one past the last tactic
   EXPECT_EQ(ops::choose_expert_gemm_tactic(s), -1);
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("is not valid"), std::string::npos) << err;

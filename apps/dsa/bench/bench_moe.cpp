@@ -1,8 +1,12 @@
-// `dsa bench moe`: the MoE layer at V4-Flash (4096 -> 2048, 256 experts, top-6, MXFP4 experts)
-// and GLM-5.1 (6144 -> 2048, 256 experts, top-8, FP8 128x128 experts) shapes, T = 1..4096.
-// Decode rows (T <= 32) are judged by weight bytes streamed / time against the measured copy
-// bandwidth; prefill rows by TFLOP/s against the measured bf16 cuBLAS ceiling. Baseline in the
-// same run: cuBLAS bf16 GEMMs per used expert over bf16 (dequantized-size) weights.
+// `dsa bench moe`: the MoE layer at V4-Flash (4096 -> 2048, 256 experts, top-6, MXFP4 experts),
+// V4-Pro (7168 -> 3072, 384 experts, top-6, MXFP4) and GLM-5.1 (6144 -> 2048, 256 experts,
+// top-8, FP8 128x128 experts) shapes, T = 1, 8, 32, 128 (decode) and 4096 (prefill).
+// Decode rows are judged by the routed weight bytes the expert GEMMs stream per unit time against
+// the copy bandwidth measured in the same run; the prefill row by TFLOP/s against the measured
+// bf16 cuBLAS ceiling. Baselines in the same run: the previous automatic rule of the tile kernel
+// (tactics 0-2, "old"), every tactic on its own, and cuBLAS bf16 GEMMs per used expert over bf16
+// (dequantized-size) weights.
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -43,6 +47,12 @@ ops::ExpertWeights make_weights(ops::WeightFormat f, int64_t E, int64_t N, int64
   return w;
 }
 
+// The automatic rule before the stream kernel (tile kernel only), kept as the "old" baseline.
+int old_rule(ops::WeightFormat f, double per_group) {
+  if (per_group >= 32) return 1;
+  return f == ops::WeightFormat::MXFP4 && per_group < 0.1 ? 2 : 0;
+}
+
 std::vector<Row> run(const Options& o) {
   DSA_CHECK(!cuda_devices().empty(), "bench moe needs a CUDA device");
   DSA_CUDA_CHECK(cudaSetDevice(o.device));
@@ -50,7 +60,9 @@ std::vector<Row> run(const Options& o) {
   const double ceil_tflops = measured_bf16_tflops();
   std::printf("measured: copy %.0f GB/s (read+write), bf16 cuBLAS 8192^3 %.0f TFLOP/s\n", copy_gbs, ceil_tflops);
   std::vector<Row> rows;
-  const Spec specs[] = {{"v4flash", 4096, 2048, 256, 6, false}, {"glm51", 6144, 2048, 256, 8, true}};
+  const Spec specs[] = {{"v4flash", 4096, 2048, 256, 6, false},
+                        {"v4pro", 7168, 3072, 384, 6, false},
+                        {"glm51", 6144, 2048, 256, 8, true}};
   std::vector<int64_t> Ts = o.quick ? std::vector<int64_t>{1, 32, 4096} : std::vector<int64_t>{1, 8, 32, 128, 4096};
   for (const Spec& s : specs) {
     const Device d = Device::cuda();
@@ -64,8 +76,10 @@ std::vector<Row> run(const Options& o) {
     w.w2 = make_weights(fmt, s.E, s.H, s.I, 30);
     w.shared_w13 = make_weights(ops::WeightFormat::FP8Block, 1, 2 * s.I, s.H, 40);
     w.shared_w2 = make_weights(ops::WeightFormat::FP8Block, 1, s.H, s.I, 50);
-    // Baseline weights: bf16, same shapes (values do not matter for timing, but are not zero).
-    Tensor b13 = Tensor::empty({s.E, 2 * s.I, s.H}, DType::BF16, d), b2 = Tensor::empty({s.E, s.H, s.I}, DType::BF16, d);
+    // Baseline weights: bf16, same shapes, a pool of 16 experts (each is far larger than the L2,
+    // so reusing the pool costs the same as distinct experts; values do not matter but are not 0).
+    const int64_t pool = std::min<int64_t>(16, s.E);
+    Tensor b13 = Tensor::empty({pool, 2 * s.I, s.H}, DType::BF16, d), b2 = Tensor::empty({pool, s.H, s.I}, DType::BF16, d);
     ops::random_fill_bf16(b13, 60, 0.05f);
     ops::random_fill_bf16(b2, 61, 0.05f);
     ops::MoeLayerParams p;
@@ -85,47 +99,52 @@ std::vector<Row> run(const Options& o) {
       Tensor out = Tensor::empty({T, s.H}, DType::BF16, d);
       ops::MoeWorkspace ws;
       p.tactic = -1;
-      const bool decode = T <= 32;
-      const int reps = decode ? 40 : (T >= 4096 ? 5 : 20);
+      const bool decode = T <= 128;
+      const int reps = decode ? 30 : 5;
       const double us = time_us([&](int i) { ops::moe_layer(xs[i % nrot], Tensor(), w, p, out, ws); }, 3, reps);
       // Unique experts per batch (for the bytes actually streamed) and rows per expert (baseline).
+      // Each batch keeps its own layout so the GEMM timings below rotate over the 4 routings too.
       double uniq = 0;
       std::vector<std::vector<int32_t>> counts(nrot);
+      std::vector<ops::MoeLayout> layouts(nrot);
       for (int i = 0; i < nrot; ++i) {
         ops::moe_layer(xs[i], Tensor(), w, p, out, ws);
         Tensor c = ws.layout.expert_counts.to(Device::cpu());
         counts[i].assign(c.data<int32_t>(), c.data<int32_t>() + s.E);
         for (int64_t e = 0; e < s.E; ++e) uniq += counts[i][e] > 0;
+        layouts[i] = ops::make_moe_layout(T, s.k, s.E, p.alignment, d);
+        ops::build_moe_layout(ws.topk_ids, layouts[i]);
       }
       uniq /= nrot;
       const double bytes = uniq * per_expert + shared_bytes;
       const double flops = 2.0 * T * (s.k + 1) * 3.0 * s.H * s.I;
-      // Expert GEMMs alone (the routed part, from the last layout), to separate overheads.
+      const double routed_bytes = uniq * per_expert;
+      const double gemm_flops = 2.0 * T * s.k * 3.0 * s.H * s.I;
+      // Expert GEMMs alone (the routed part) with a given tactic (-1: the automatic rule).
       ops::ExpertGemmParams gp;
       gp.fuse_swiglu = true;
       gp.swiglu_limit = p.swiglu_limit;
       gp.rows_per_expert_hint = static_cast<double>(T) * s.k / s.E;
       ops::ExpertGemmParams dp;
       dp.rows_per_expert_hint = gp.rows_per_expert_hint;
-      const double gemm_us = time_us(
-          [&](int) {
-            ops::expert_gemm(xs[nrot - 1], ws.layout.src_token, ws.layout.m_indices, w.w13, ws.act, gp);
-            ops::expert_gemm(ws.act, Tensor(), ws.layout.m_indices, w.w2, ws.y, dp);
-          },
-          2, reps);
-      const double routed_bytes = uniq * per_expert;
-      // Every tile (tactic) of the expert GEMMs, for choosing the automatic rule.
-      double tac_us[3];
-      for (int tac = 0; tac < 3; ++tac) {
+      auto gemms_us = [&](int tactic, int n) {
         ops::ExpertGemmParams g2 = gp, d2 = dp;
-        g2.tactic = d2.tactic = tac;
-        tac_us[tac] = time_us(
-            [&](int) {
-              ops::expert_gemm(xs[nrot - 1], ws.layout.src_token, ws.layout.m_indices, w.w13, ws.act, g2);
-              ops::expert_gemm(ws.act, Tensor(), ws.layout.m_indices, w.w2, ws.y, d2);
+        g2.tactic = d2.tactic = tactic;
+        return time_us(
+            [&](int i) {
+              const ops::MoeLayout& l = layouts[i % nrot];
+              ops::expert_gemm(xs[i % nrot], l.src_token, l.m_indices, w.w13, ws.act, g2);
+              ops::expert_gemm(ws.act, Tensor(), l.m_indices, w.w2, ws.y, d2);
             },
-            1, decode ? 20 : 3);
-      }
+            2, n);
+      };
+      const double gemm_us = gemms_us(-1, reps);
+      const int old_t = old_rule(fmt, gp.rows_per_expert_hint);
+      const double old_us = gemms_us(old_t, reps);
+      // Every tactic on its own (decode; at prefill only the 64-row tile is in the running).
+      double tac_us[ops::kExpertGemmTactics];
+      for (int tac = 0; tac < ops::kExpertGemmTactics; ++tac)
+        tac_us[tac] = decode || tac == 1 ? gemms_us(tac, decode ? 15 : 3) : NAN;
       // Baseline: per used expert, bf16 cuBLAS GEMMs (gate/up then down) on that expert's rows.
       Tensor bx = Tensor::empty({T * s.k, s.H}, DType::BF16, d), bh = Tensor::empty({T * s.k, 2 * s.I}, DType::BF16, d);
       Tensor ba = Tensor::empty({T * s.k, s.I}, DType::BF16, d), by = Tensor::empty({T * s.k, s.H}, DType::BF16, d);
@@ -138,11 +157,11 @@ std::vector<Row> run(const Options& o) {
               const int64_t c = cnt[e];
               if (c == 0) continue;
               Tensor o1 = bh.slice(0, 0, c), o2 = by.slice(0, 0, c);
-              ops::linear_bf16(bx.slice(0, 0, c), b13.select(0, e), o1);
-              ops::linear_bf16(ba.slice(0, 0, c), b2.select(0, e), o2);
+              ops::linear_bf16(bx.slice(0, 0, c), b13.select(0, e % pool), o1);
+              ops::linear_bf16(ba.slice(0, 0, c), b2.select(0, e % pool), o2);
             }
           },
-          1, decode ? 10 : 3);
+          1, decode ? 5 : 3);
       Row r;
       r.name = fmt::format("{} T={}", s.name, T);
       r.us = us;
@@ -150,23 +169,33 @@ std::vector<Row> run(const Options& o) {
       r.gbs = bytes / (us * 1e-6) / 1e9;
       const double floor_us = std::max(bytes / (copy_gbs * 1e9), flops / (ceil_tflops * 1e12)) * 1e6;
       r.roofline_pct = floor_us / us * 100;
+      const double gbs = routed_bytes / (gemm_us * 1e-6) / 1e9, old_gbs = routed_bytes / (old_us * 1e-6) / 1e9;
       r.extra["gemm_us"] = gemm_us;
-      r.extra["gemm_GB/s"] = routed_bytes / (gemm_us * 1e-6) / 1e9;
-      r.extra["gemm_%copy"] = routed_bytes / (gemm_us * 1e-6) / 1e9 / copy_gbs * 100;
-      r.extra["gemm_TFLOP/s"] = 2.0 * T * s.k * 3.0 * s.H * s.I / (gemm_us * 1e-6) / 1e12;
+      r.extra["gemm_GB/s"] = gbs;
+      r.extra["gemm_%copy"] = gbs / copy_gbs * 100;
+      r.extra["gemm_TFLOP/s"] = gemm_flops / (gemm_us * 1e-6) / 1e12;
+      r.extra["gemm_%bf16_ceiling"] = gemm_flops / (gemm_us * 1e-6) / 1e12 / ceil_tflops * 100;
+      r.extra["gemm_tactics"] = ops::resolve_expert_gemm_tactic(fmt, gp, 1, s.E, true) * 10 +
+                                ops::resolve_expert_gemm_tactic(fmt, dp, 1, s.E, true);
+      r.extra["old_us"] = old_us;
+      r.extra["old_%copy"] = old_gbs / copy_gbs * 100;
+      r.extra["old_tactic"] = old_t;
+      r.extra["speedup_vs_old"] = old_us / gemm_us;
       r.extra["experts_used"] = uniq;
-      r.extra["t0_us"] = tac_us[0];
-      r.extra["t1_us"] = tac_us[1];
-      r.extra["t2_us"] = tac_us[2];
+      r.extra["routed_MB"] = routed_bytes / 1e6;
+      for (int tac = 0; tac < ops::kExpertGemmTactics; ++tac)
+        if (!std::isnan(tac_us[tac])) r.extra[fmt::format("t{}_us", tac)] = tac_us[tac];
       r.extra["cublas_bf16_us"] = base_us;
       r.extra["speedup_vs_bf16"] = base_us / gemm_us;
       r.extra["copy_GB/s"] = copy_gbs;
       r.extra["bf16_ceiling_TFLOP/s"] = ceil_tflops;
       rows.push_back(r);
-      std::printf("%s: layer %.1f us, expert GEMMs %.1f us (%.0f GB/s, %.1f TFLOP/s; tiles 0/1/2: %.1f/%.1f/%.1f us), "
-                  "cuBLAS bf16 per-expert %.1f us\n",
-                  r.name.c_str(), us, gemm_us, routed_bytes / (gemm_us * 1e-6) / 1e9,
-                  2.0 * T * s.k * 3.0 * s.H * s.I / (gemm_us * 1e-6) / 1e12, tac_us[0], tac_us[1], tac_us[2], base_us);
+      std::printf("%s: layer %.1f us; expert GEMMs %.1f us = %.0f GB/s = %.1f%% of copy, %.1f TFLOP/s (old rule t%d: "
+                  "%.1f us, %.1f%%; x%.2f); tactics:",
+                  r.name.c_str(), us, gemm_us, gbs, gbs / copy_gbs * 100, gemm_flops / (gemm_us * 1e-6) / 1e12, old_t,
+                  old_us, old_gbs / copy_gbs * 100, old_us / gemm_us);
+      for (int tac = 0; tac < ops::kExpertGemmTactics; ++tac) std::printf(" %.1f", tac_us[tac]);
+      std::printf(" us; cuBLAS bf16 per-expert %.1f us\n", base_us);
       std::fflush(stdout);
     }
   }
@@ -176,7 +205,8 @@ std::vector<Row> run(const Options& o) {
 std::vector<Row> run(const Options&) { fail("bench moe needs a CUDA build"); }
 #endif
 
-const bool registered = add_bench("moe", "MoE layer (V4-Flash MXFP4, GLM-5.1 FP8) vs copy bandwidth / bf16 ceiling", run);
+const bool registered =
+    add_bench("moe", "MoE layer and expert GEMMs (V4-Flash, V4-Pro MXFP4; GLM-5.1 FP8) vs copy bandwidth / bf16 ceiling", run);
 
 }  // namespace
 }  // namespace dsa::bench

@@ -68,6 +68,9 @@ void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices,
   args.m_indices = m_indices.defined() ? m_indices.data<int32_t>() : nullptr;
   args.rows = out.size(0);
   args.w = static_cast<const uint8_t*>(w.weight.raw());
+  args.scale = w.scale.defined() ? w.scale.raw() : nullptr;
+  // UE8M0 block scales are read as bytes by the kernels (exact powers of two): no conversion.
+  args.scale_ue8m0 = w.format == WeightFormat::FP8Block && w.scale.dtype() != DType::F32 ? 1 : 0;
   args.E = static_cast<int>(w.experts());
   args.N = static_cast<int>(w.n());
   args.K = static_cast<int>(w.k());
@@ -76,41 +79,19 @@ void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices,
   args.swiglu = p.fuse_swiglu ? 1 : 0;
   args.limit = p.swiglu_limit;
   if (args.rows == 0) return;
-  DSA_CHECK(args.rows / 16 < 65535 * 16, "expert_gemm (CUDA): {} rows exceed the grid limit", args.rows);
+  DSA_CHECK(args.rows / 16 < 65535, "expert_gemm (CUDA): {} rows exceed the grid limit", args.rows);
 
-  int tile = p.tactic;
-  if (tile < 0) {
-    const double per_group = p.rows_per_expert_hint > 0 ? p.rows_per_expert_hint
-                             : args.m_indices          ? static_cast<double>(args.rows) / std::max(1, args.E)
-                                                       : static_cast<double>(args.rows);
-    // Measured on the H200 (docs/perf/moe-results.md): the k-split tile only pays for MXFP4 when
-    // there is about one row per used expert and few experts (V4-Flash T=1: 80 vs 88 us); FP8
-    // and T >= 8 are faster with tile 0; 64-row tiles from ~32 rows per expert.
-    const bool tiny = w.format == WeightFormat::MXFP4 && per_group < 0.1;
-    tile = per_group >= 32 ? 1 : (tiny ? 2 : 0);
-  }
-  if (tile == 1 && args.m_indices && p.m_alignment % 64 != 0) tile = 0;
-
-  Tensor scale_f32;
-  if (w.format == WeightFormat::MXFP4) {
-    args.scale = w.scale.raw();
-    egemm::launch_mxfp4(args, tile);
-  } else if (w.format == WeightFormat::BF16) {
-    args.scale = nullptr;
-    egemm::launch_bf16(args, tile);
-  } else {
-    if (w.scale.dtype() == DType::F32) {
-      args.scale = w.scale.raw();
-    } else {  // UE8M0 scales are widened per call (tiny); loaders should store fp32 to avoid this
-      scale_f32 = Tensor::empty(w.scale.shape(), DType::F32, w.scale.device());
-      egemm::launch_ue8m0_to_f32(static_cast<const uint8_t*>(w.scale.raw()), scale_f32.data<float>(), w.scale.numel());
-      args.scale = scale_f32.raw();
-    }
-    egemm::launch_fp8(args, tile);
-  }
+  const int tactic = resolve_expert_gemm_tactic(w.format, p, args.rows, args.E, args.m_indices != nullptr);
+  bool launched = false;
+  if (w.format == WeightFormat::MXFP4)
+    launched = egemm::launch_mxfp4(args, tactic);
+  else if (w.format == WeightFormat::BF16)
+    launched = egemm::launch_bf16(args, tactic);
+  else
+    launched = egemm::launch_fp8(args, tactic);
+  DSA_CHECK(launched, "expert_gemm (CUDA): K={} too large for the FP8 scale table in shared memory (tactic {})",
+            args.K, tactic);
   DSA_CUDA_CHECK_LAUNCH();
-  // scale_f32 may be freed now: the caching allocator hands its block out again only to work
-  // enqueued later on the same stream (core/cuda_memory.h).
 }
 
 }  // namespace dsa::ops::cuda

@@ -1,6 +1,7 @@
 // CPU reference of the grouped expert GEMM (dequantize, fp32 dot products) and dispatch to CUDA.
 #include "dsa/ops/moe/expert_gemm.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "dsa/core/dtype_conv.h"
@@ -96,6 +97,25 @@ Tensor dequantize_expert_f32(const ExpertWeights& w, int64_t e) {
   return out;
 }
 
+int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_t rows, int64_t experts, bool grouped) {
+  int t = p.tactic;
+  if (t < 0) {
+    const double per_group = p.rows_per_expert_hint > 0 ? p.rows_per_expert_hint
+                             : grouped                  ? static_cast<double>(rows) / static_cast<double>(std::max<int64_t>(1, experts))
+                                                        : static_cast<double>(rows);
+    if (per_group >= 32)
+      t = 1;  // prefill: 64-row tiles
+    else if (f == WeightFormat::BF16)
+      t = 0;
+    else if (f == WeightFormat::MXFP4)
+      t = 5;  // stream kernel, 64 weight rows per CTA, 3 stages of 256 k
+    else  // FP8: 128 weight rows per CTA when only a few experts are used (T = 1), else 64
+      t = per_group < 0.1 ? 6 : 3;
+  }
+  if (t == 1 && grouped && p.m_alignment % 64 != 0) t = 0;
+  return t;
+}
+
 void validate_expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices, const ExpertWeights& w,
                           const Tensor& out, const ExpertGemmParams& p) {
   w.validate("expert_gemm: weights");
@@ -106,7 +126,8 @@ void validate_expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m
   DSA_CHECK(N % (p.fuse_swiglu ? 16 : 8) == 0 && N > 0, "expert_gemm: N={} must be a positive multiple of {}", N,
             p.fuse_swiglu ? 16 : 8);
   DSA_CHECK(p.swiglu_limit >= 0.f, "expert_gemm: swiglu_limit {} must be >= 0", p.swiglu_limit);
-  DSA_CHECK(p.tactic >= -1 && p.tactic <= 2, "expert_gemm: tactic {} outside [-1, 2]", p.tactic);
+  DSA_CHECK(p.tactic >= -1 && p.tactic < kExpertGemmTactics, "expert_gemm: tactic {} outside [-1, {}]", p.tactic,
+            kExpertGemmTactics - 1);
   int64_t rows = a.size(0);
   if (m_indices.defined()) {
     DSA_CHECK(m_indices.dim() == 1 && m_indices.dtype() == DType::I32 && m_indices.is_contiguous(),

@@ -40,12 +40,20 @@ struct ExpertWeights {
   int64_t bytes_per_expert() const;
 };
 
+// Tactics of the CUDA kernels (the CPU reference ignores them; results do not depend on them
+// beyond fp32 summation order):
+//   0: tile kernel, 16-row tiles; 1: tile kernel, 64-row tiles (prefill); 2: tile kernel,
+//   16-row tiles with two warps per weight row group splitting k;
+//   3-8: decode stream kernel (weights as the MMA's 16-row operand, 8 token rows per CTA; MXFP4
+//   and FP8; BF16 weights run tactic 2 for 4 and tactic 0 for the others), in forms that differ
+//   in weight rows per warp, pipeline stages and k per stage (cuda/expert_gemm_stream_*.cu);
+//   4 is the k-split form for T = 1.
+constexpr int kExpertGemmTactics = 9;
+
 struct ExpertGemmParams {
   bool fuse_swiglu = false;
   float swiglu_limit = 0.f;  // 0: no clamp
-  // -1 auto; 0: 16-row tiles (decode, weight streaming); 1: 64-row tiles (prefill); 2: 16-row
-  // tiles with two warps per weight row group splitting k (decode with few CTAs, e.g. T=1).
-  // Auto: 2 for MXFP4 below 0.1 rows per expert, 0 below 32, else 1 (docs/perf/moe-results.md).
+  // -1 auto (resolve_expert_gemm_tactic), else one of the tactics above.
   int tactic = -1;
   // Row alignment of the expert segments in m_indices (layout.h alignment): 64-row tiles are only
   // used when it is a multiple of 64. Must be a multiple of 16 (ignored in dense mode).
@@ -54,6 +62,12 @@ struct ExpertGemmParams {
   // 0 = unknown (then rows / experts is used).
   double rows_per_expert_hint = 0;
 };
+
+// The tactic a CUDA call runs: p.tactic when given (64-row tiles fall back to tactic 0 on
+// segments not aligned to 64), else the automatic rule by expected rows per expert
+// (p.rows_per_expert_hint, else rows / experts when grouped, rows when dense); the rule is
+// the H200 measurement of docs/perf/moe-decode-2026-12-01.md.
+int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_t rows, int64_t experts, bool grouped);
 
 void validate_expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices, const ExpertWeights& w,
                           const Tensor& out, const ExpertGemmParams& p);

@@ -43,7 +43,7 @@ class TacticChooser {
   virtual std::string describe() const = 0;
   // Index into sparse_mla_tactics(p) to run, or -1 for the op's default.
   virtual int sparse_mla(const SparseMlaParams& p) const = 0;
-  // Expert GEMM tactic (ExpertGemmParams::tactic: 0..2), or -1 for the op's default.
+  // Expert GEMM tactic (ExpertGemmParams::tactic: 0..kExpertGemmTactics-1), or -1 for the op's default.
   virtual int expert_gemm(const ExpertGemmShape& s) const = 0;
 };
 

@@ -11,7 +11,8 @@ struct Args {
   const int32_t* m_indices;  // optional expert of each row [rows]; null = dense, expert 0
   int64_t rows;
   const uint8_t* w;  // weight bytes: packed e2m1, e4m3 or bf16 [E][N][K]
-  const void* scale;  // MXFP4: u8 [E][N][K/32]; FP8: f32 [E][ceil(N/128)][K/128]; BF16: unused
+  const void* scale;  // MXFP4: u8 [E][N][K/32]; FP8: f32 or UE8M0 [E][ceil(N/128)][K/128]; BF16: unused
+  int scale_ue8m0;    // FP8: 1 when scale holds UE8M0 bytes (read directly), 0 for fp32
   int E, N, K;
   void* out;  // bf16 [rows][ldo]
   int ldo;
@@ -19,10 +20,14 @@ struct Args {
   float limit;
 };
 
-// tile 0: 16-row tiles (decode); tile 1: 64-row tiles (prefill).
-void launch_mxfp4(const Args& a, int tile);
-void launch_fp8(const Args& a, int tile);
-void launch_bf16(const Args& a, int tile);
-void launch_ue8m0_to_f32(const uint8_t* in, float* out, int64_t n);
+// Tactics (expert_gemm.h): 0-2 the tile kernel (expert_gemm_kernel.cuh): 0 = 16-row tiles,
+// 1 = 64-row tiles, 2 = 16-row tiles with a k split; 3-8 the decode stream kernel
+// (expert_gemm_stream_kernel.cuh, MXFP4 and FP8 only; BF16 runs tile 2 for 4, tile 0 else).
+// Each returns false (nothing launched) when K is too large for the kernel's shared memory.
+bool launch_mxfp4(const Args& a, int tactic);
+bool launch_fp8(const Args& a, int tactic);
+bool launch_bf16(const Args& a, int tactic);
+bool launch_stream_mxfp4(const Args& a, int tactic);
+bool launch_stream_fp8(const Args& a, int tactic);
 
 }  // namespace dsa::ops::cuda::egemm

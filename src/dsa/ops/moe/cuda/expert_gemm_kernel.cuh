@@ -27,8 +27,9 @@
 //         for a 32-bit word of 8 nibbles, pairs (k_i, k_i+4) come out with two shifts and masks,
 //         then one bf16x2 multiply by 2^(ue8m0-1) restores the scale exactly.
 //   e4m3: bf16 bits = sign<<15 | (code&0x7f)<<4 is the value times 2^-120; pairs (k_i, k_i+2);
-//         multiplied by 2^120, and the fp32 128x128 block scale is applied to a per-chunk fp32
-//         partial sum (exact for any fp32 scale).
+//         multiplied by 2^120, and the 128x128 block scale (fp32 or UE8M0, read once per CTA
+//         into a shared-memory fp32 table) is applied to a per-chunk fp32 partial sum (exact
+//         for any fp32 scale).
 //   bf16 (unquantized weights): nothing to dequantize; the weight tile is bf16 like the
 //         activation tile, so both use the natural k order (no permutes) and the same swizzle.
 // Shared-memory swizzles keep the 16-byte fragment loads conflict-free (see a_off / w_off).
@@ -43,6 +44,7 @@
 namespace dsa::ops::cuda::egemm {
 
 enum Fmt : int { kMxfp4 = 0, kFp8 = 1, kBf16 = 2 };
+constexpr int kMaxSmem = 101376;  // SM120's dynamic shared memory per block (the portable limit)
 
 template <int FMT, int BM, int NTW, int STAGES, int KSPLIT>
 struct Cfg {
@@ -51,10 +53,10 @@ struct Cfg {
   static constexpr int kWRow = FMT == kMxfp4 ? 64 : (FMT == kFp8 ? 128 : 256);  // weight bytes per row per chunk
   static constexpr int kABytes = BM * 256;
   static constexpr int kWBytes = BN * kWRow;
-  static constexpr int kSBytes = FMT == kMxfp4 ? BN * 4 : (FMT == kFp8 ? (BN / 8) * 4 : 0);
+  static constexpr int kSBytes = FMT == kMxfp4 ? BN * 4 : 0;  // FP8 scales: one table per CTA
   static constexpr int kStage = kABytes + kWBytes + (kSBytes + 127) / 128 * 128;
   static constexpr int kSmem = kStage * STAGES;
-  static_assert(kSmem <= 101376, "must fit SM120's 99 KB per block");
+  static_assert(kSmem <= kMaxSmem, "must fit SM120's 99 KB per block");
 };
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
@@ -65,6 +67,15 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
 __device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool valid) {
   uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   int n = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+// Sized forms: n = 16 / 4 copies, n = 0 zero-fills without reading (gmem must still be valid).
+__device__ __forceinline__ void cp_async16_n(void* smem, const void* gmem, int n) {
+  uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_async4_n(void* smem, const void* gmem, int n) {
+  uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -100,6 +111,12 @@ __device__ __forceinline__ uint32_t e4m3_pair02(uint32_t w) {
   return ((w << 8) & 0x80008000u) | ((w << 4) & 0x07F007F0u);
 }
 __device__ __forceinline__ uint32_t e4m3_pair13(uint32_t w) { return (w & 0x80008000u) | ((w >> 4) & 0x07F007F0u); }
+
+// UE8M0 exponent byte -> fp32 (as core/dtype_conv.h's ue8m0_to_f32: 255 = NaN, 0 = 2^-127).
+__device__ __forceinline__ float ue8m0_f32_dev(uint32_t b) {
+  return b == 0xFFu ? __int_as_float(0x7FC00000)
+                    : (b == 0u ? __int_as_float(0x00400000) : __int_as_float(static_cast<int>(b << 23)));
+}
 
 // Activation tile: row r holds 16 units of 16 bytes (8 bf16); unit u is stored at u ^ f(u, r) so
 // that the 8 lanes of one 16-byte load phase (rows r, r+1; q = 0..3) hit 8 distinct bank groups.
@@ -172,19 +189,12 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
     w_src[i] = wrow_ok(r, row) ? p.w + (static_cast<int64_t>(e) * N + row) * wrow_bytes + u * 16 : nullptr;
     w_dst[i] = w_off<FMT>(r, u);
   }
-  // Scales: MXFP4 one 4-byte word (4 UE8M0 of this chunk) per weight row; FP8 one fp32 per n-tile.
+  // MXFP4 scales: one 4-byte word (4 UE8M0 of this chunk) per weight row, copied per stage.
   const uint8_t* s_src = nullptr;
   if (FMT == kMxfp4) {
     if (tid < BN) {
       const int row = wrow(tid);
       if (wrow_ok(tid, row)) s_src = static_cast<const uint8_t*>(p.scale) + (static_cast<int64_t>(e) * N + row) * (K / 32);
-    }
-  } else if (FMT == kFp8) {
-    if (tid < BN / 8) {
-      const int row = wrow(tid * 8);
-      if (wrow_ok(tid * 8, row))
-        s_src = reinterpret_cast<const uint8_t*>(static_cast<const float*>(p.scale) +
-                                                 (static_cast<int64_t>(e) * ((N + 127) / 128) + row / 128) * nk);
     }
   }
 
@@ -200,8 +210,6 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
     uint8_t* sb = wb + C::kWBytes;
     if (FMT == kMxfp4) {
       if (tid < BN) cp_async4(sb + tid * 4, s_src ? s_src + kc * 4 : p.w, s_src != nullptr);
-    } else if (FMT == kFp8) {
-      if (tid < BN / 8) cp_async4(sb + tid * 4, s_src ? s_src + kc * 4 : p.w, s_src != nullptr);
     }
   };
 
@@ -217,6 +225,23 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < nk) load_stage(s, s);
     cp_async_commit();
+  }
+
+  // FP8 block scales of this CTA's n-tiles (8-row groups) for every chunk, read once as fp32
+  // from UE8M0 or fp32 (no per-call conversion pass); published by the loop's first barrier.
+  float* fscl = reinterpret_cast<float*>(smem + C::kSmem);
+  if constexpr (FMT == kFp8) {
+    const int NB = (N + 127) / 128;
+    for (int i = tid; i < (BN / 8) * nk; i += NT) {
+      const int grp = i / nk, kc = i - grp * nk;
+      const int row = wrow(grp * 8);
+      float v = 0.f;
+      if (wrow_ok(grp * 8, row)) {
+        const int64_t si = (static_cast<int64_t>(e) * NB + row / 128) * nk + kc;
+        v = p.scale_ue8m0 ? ue8m0_f32_dev(static_cast<const uint8_t*>(p.scale)[si]) : static_cast<const float*>(p.scale)[si];
+      }
+      fscl[i] = v;
+    }
   }
 
   for (int kc = 0; kc < nk; ++kc) {
@@ -266,7 +291,7 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
           const uint4 v = *reinterpret_cast<const uint4*>(Ws + w_off<FMT>(r, 2 * q + ks));
           wr[t][0] = v.x; wr[t][1] = v.y; wr[t][2] = v.z; wr[t][3] = v.w;
         }
-        fsc[t] = reinterpret_cast<const float*>(Ss)[ng * NTW + t];
+        fsc[t] = fscl[(ng * NTW + t) * nk + kc];
       }
     }
     float part[FMT == kFp8 ? MT : 1][NTW][4];
@@ -404,19 +429,23 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
 }
 
 // Host-side launch of one configuration (defined in the format's .cu).
+// Returns false (nothing launched) when the FP8 scale table would not fit in shared memory.
 template <int FMT, int BM, int NTW, int STAGES, int KSPLIT = 1>
-void launch(const Args& a) {
+bool launch(const Args& a) {
   using C = Cfg<FMT, BM, NTW, STAGES, KSPLIT>;
   auto kern = expert_gemm_kernel<FMT, BM, NTW, STAGES, KSPLIT>;
   static const bool attr_set = [&] {  // once per instantiation (single-device assumption)
-    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem);
     return true;
   }();
   (void)attr_set;
+  const int smem = C::kSmem + (FMT == kFp8 ? C::BN / 8 * (a.K / 128) * 4 : 0);
+  if (smem > kMaxSmem) return false;
   const int ncols = a.swiglu ? a.N / 2 : a.N;
   const int bn_out = a.swiglu ? C::BN / 2 : C::BN;
   dim3 grid((ncols + bn_out - 1) / bn_out, static_cast<unsigned>((a.rows + BM - 1) / BM));
-  kern<<<grid, C::kThreads, C::kSmem, DSA_CURRENT_STREAM>>>(a);
+  kern<<<grid, C::kThreads, smem, DSA_CURRENT_STREAM>>>(a);
+  return true;
 }
 
 }  // namespace dsa::ops::cuda::egemm
