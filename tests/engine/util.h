@@ -1,5 +1,5 @@
-// Shared helpers of the engine tests: tiny model configs, their attention plans on the CPU
-// platform, and the REFERENCE.md section 4 slot formula written out independently.
+// Shared helpers of the KV tests: tiny model configs, their attention plans on the CPU platform,
+// and the slot formula (docs/kv-cache.md) written out independently.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -1,7 +1,6 @@
-// Batch: the tokens of one engine step, flat and ragged (DESIGN.md "Batches and KV memory from
-// day one"). Every token names its request and its position in that request; a decode step of
-// several requests, a prefill chunk, or both mixed, are all the same shape. A single-prompt
-// `generate` is a batch of one request.
+// Batch: the tokens of one engine step, flat and ragged. Every token names its request and its
+// position in that request; a decode step of several requests, a prefill chunk, or both mixed,
+// are all the same shape. A single-prompt `generate` is a batch of one request.
 //
 // Rules (Batch::validate):
 // - the tokens of one request form one contiguous run (a segment) in the flat order, and their

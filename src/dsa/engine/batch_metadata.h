@@ -18,7 +18,7 @@
 //                it writes none (ratio m > 1: only tokens with (pos + 1) % m == 0 write one)
 //   entry_tokens i32 [E]     compact form for compressors: the token index of each entry written
 //   entry_slots  i64 [E]     ... and its slot (E = number of tokens with slot != -1)
-// Slot of request-local entry index i (REFERENCE.md section 4):
+// Slot of request-local entry index i (docs/kv-cache.md):
 //   block_table[r][i / page_size] * page_size + i % page_size; entry i of ratio m is written by
 //   position (i + 1) * m - 1. Slots are < num_pages * page_size <= 2^31 - 1.
 #pragma once

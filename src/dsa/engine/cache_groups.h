@@ -3,14 +3,8 @@
 // A pool is the cache of one role (sliding-window KV, compressed KV, latent, indexer keys) of one
 // layer: a byte buffer of whole pages. Pools whose entries are emitted by the same tokens and that
 // hold the same number of entries per page fill and free in lockstep, so they form one group with
-// one block table per request: page k of the group is page k of every pool in it (vLLM's "KV
-// cache groups" idea). Groups of the supported models (block size N, REFERENCE.md section 4):
-//
-//   DeepSeek-V4  "swa"   ratio 1,   N entries/page, window 128: the SWA cache of every layer
-//                "c4"    ratio 4,   N/4 entries/page: CSA compressed KV + CSA indexer keys
-//                "c128"  ratio 128, N/128 entries/page: HCA compressed KV
-//   GLM-5.1      "tokens" ratio 1,  N entries/page: latent cache of every layer + indexer keys of
-//                the layers that run the indexer ("full" layers and MTP layers)
+// one block table per request: page k of the group is page k of every pool in it. The groups of
+// the supported models are listed in docs/kv-cache.md.
 //
 // An entry of a group of ratio m is written by the token at position pos with (pos + 1) % m == 0
 // and has request-local index (pos + 1) / m - 1; its global slot is

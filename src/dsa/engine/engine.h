@@ -1,6 +1,5 @@
-// Engine: continuous batching over a model::CausalLM (DESIGN.md: sequences, scheduler, model
-// runner, sampler). Single-threaded: the caller (a loop, or the server's engine thread) calls
-// step() while has_unfinished().
+// Engine: continuous batching over a model::CausalLM. Single-threaded: the caller (a loop, or the
+// server's engine thread) calls step() while has_unfinished().
 //
 // One step builds one ragged forward batch (every request's tokens contiguous, causal_lm.h):
 //   1. every running request that decodes gives its one next token;

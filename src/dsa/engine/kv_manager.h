@@ -1,6 +1,5 @@
 // KvManager: owns all KV-like memory of a model in paged pools and maps request positions to
-// global slots (DESIGN.md "Batches and KV memory from day one"; vLLM's / nano-vllm's block
-// manager is the model).
+// global slots (vLLM's / nano-vllm's block manager is the model; docs/kv-cache.md).
 //
 // Memory: one contiguous byte pool (Tensor u8 [num_pages * page_bytes]) per (layer, cache role),
 // on the manager's device. Pools are grouped (cache_groups.h); a group has one free list and one

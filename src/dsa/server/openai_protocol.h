@@ -1,5 +1,5 @@
-// OpenAI-compatible request parsing and response JSON for /v1/completions (REFERENCE.md section
-// 9). Independent of the HTTP library: the server (server.h) calls these.
+// OpenAI-compatible request parsing and response JSON for /v1/completions (docs/model-reference.md
+// §9). Independent of the HTTP library: the server (server.h) calls these.
 //
 // Request fields: model (optional; any value is accepted, the server has one model), prompt
 // (an array of token ids, or a string when a tokenizer is given), max_tokens (default 16),

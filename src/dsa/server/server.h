@@ -1,4 +1,4 @@
-// OpenAI-compatible HTTP server over one engine (REFERENCE.md section 9), on cpp-httplib.
+// OpenAI-compatible HTTP server over one engine (docs/model-reference.md §9), on cpp-httplib.
 // Routes: GET /health, GET /metrics (Prometheus text: running, waiting, finished by reason,
 // tokens, preemptions), GET /v1/models, POST /v1/completions (JSON or SSE streaming ending
 // `data: [DONE]`, stream_options.include_usage), POST /tokenize and /detokenize (with a

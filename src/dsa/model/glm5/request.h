@@ -1,4 +1,4 @@
-// Per-request state of the GLM forward (explicit, one struct; DESIGN.md "Readable model code").
+// Per-request state of the GLM forward (explicit, one struct).
 #pragma once
 #include <cstdint>
 #include <vector>
