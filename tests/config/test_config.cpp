@@ -1,4 +1,4 @@
-// Model configurations: built-ins against REFERENCE.md section 1, and config.json parsing in the
+// Model configurations: built-ins against docs/model-reference.md §1, and config.json parsing in the
 // three spellings (official DeepSeek/GLM files, DeepSeek inference ModelArgs, transformers 5.17).
 #include <cstdlib>
 #include <filesystem>

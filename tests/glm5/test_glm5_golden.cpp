@@ -9,7 +9,7 @@
 // perturbation flips which 4 keys the indexer keeps, and then the logits move by O(1).
 // transformers' own bfloat16 run shows it (its *_bfloat16 golden files): on the 300-token prompt
 // its top-1 agrees with its float32 run at only 212/300 positions, mean |diff| 0.22. So, following
-// REFERENCE section 12, we judge relative to that noise floor, measured here from the files:
+// docs/model-reference.md §12, we judge relative to that noise floor, measured here from the files:
 //  1. top-1 agrees exactly where the indexer has no choice (position < index_topk);
 //  2. top-1 disagreements over all prompt positions <= 3 x transformers' bf16-vs-f32 ones + 4,
 //     and top-1 agrees on more than a third of them;

@@ -26,7 +26,7 @@ TEST(CacheGroups, DeepseekV4FlashAt256) {
   auto config = model::builtin_model_config("deepseek-v4-flash");
   int csa = 0, hca = 0;
   for (int r : config.compress_ratios) (r == 4 ? csa : r == 128 ? hca : r) += 1;
-  ASSERT_EQ(csa, 21);  // REFERENCE: [0, 0, 4, 128, ..., 4]
+  ASSERT_EQ(csa, 21);  // docs/model-reference.md §1: [0, 0, 4, 128, ..., 4]
   ASSERT_EQ(hca, 20);
   auto g = groups_of(config, 256);
   ASSERT_EQ(g.size(), 3u);

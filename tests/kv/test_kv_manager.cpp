@@ -120,7 +120,7 @@ TEST(KvManager, BlockTablePaddingAndOrder) {
   EXPECT_EQ(m.max_seq_len, 130);
   EXPECT_EQ(m.positions.data<int32_t>()[140], 0);
   EXPECT_EQ(m.positions.data<int32_t>()[139], 129);
-  // Every slot is the REFERENCE formula over the block table.
+  // Every slot is the slot formula (docs/kv-cache.md) over the block table.
   auto slots = i64s(g.slots);
   auto pos = i32s(m.positions);
   for (int64_t t = 0; t < 204; ++t) EXPECT_EQ(slots[t], reference_slot(g, req[t], pos[t])) << t;

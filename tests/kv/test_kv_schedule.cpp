@@ -3,7 +3,7 @@
 //  - every page is free or held by exactly one (request, block); counts add up;
 //  - each request holds exactly the blocks it should (windowed groups: from the first block a
 //    later query can read; others: all), and block-table rows are -1 past them;
-//  - each new token's slot is the REFERENCE formula over the block table, -1 iff it writes no
+//  - each new token's slot is the docs/kv-cache.md formula over the block table, -1 iff it writes no
 //    entry; an entry keeps its slot while it lives; no two live entries share a slot;
 //  - every position in a new token's sliding window maps to a held page;
 //  - windowed groups sized by window_group_pages never run short.

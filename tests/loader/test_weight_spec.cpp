@@ -24,7 +24,7 @@ const WeightSpec* find(const std::vector<WeightSpec>& v, const std::string& n) {
 }  // namespace
 
 TEST(WeightSpec, DeepseekV4FlashShapes) {
-  // V4-Flash numbers (REFERENCE section 1); only 3 layers + MTP to keep the list short.
+  // V4-Flash numbers (docs/model-reference.md §1); only 3 layers + MTP to keep the list short.
   DeepseekV4Dims d;
   d.vocab = 129280; d.hidden = 4096; d.layers = 3; d.heads = 64; d.q_lora = 1024; d.o_groups = 8; d.o_lora = 1024;
   d.index_heads = 64; d.index_head_dim = 128; d.experts = 256; d.experts_per_tok = 6; d.moe_inter = 2048;

@@ -65,7 +65,7 @@ MoeLayerWeights to_dev(const MoeLayerWeights& w, Device d) {
 
 float rb(double v) { return bf16_bits_to_f32(f32_to_bf16_bits(static_cast<float>(v))); }
 
-// Per-token reference written from the math (REFERENCE section 2): reuses only the CPU router.
+// Per-token reference written from the math (docs/model-reference.md §2): reuses only the CPU router.
 std::vector<float> token_ref(const Model& m, const Tensor& x, int64_t t, const int32_t* ids, const float* wts) {
   const int64_t H = m.H, I = m.I;
   auto ffn = [&](const std::vector<float>& W13, const std::vector<float>& W2) {

@@ -1,4 +1,4 @@
-// Index conversions (REFERENCE.md section 4): hand-checked CPU cases and CUDA vs CPU on random
+// Index conversions (docs/kv-cache.md): hand-checked CPU cases and CUDA vs CPU on random
 // inputs.
 #include <vector>
 

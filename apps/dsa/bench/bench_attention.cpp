@@ -1,4 +1,4 @@
-// `dsa bench attention`: the sparse-MLA decode op on the standard shapes (DESIGN.md): GLM-5.1
+// `dsa bench attention`: the sparse-MLA decode op on the standard shapes (docs/kernels.md): GLM-5.1
 // (h 64 / 32, top-2048, fp8_ds_mla pages of 64), the V3.2 shape (h 128, top-2048, incl. 128
 // requests x 2 tokens), V4-Flash (h 64, SWA 128 + CSA top-512 + sink, MODEL1 SWA pages of 256
 // and 64) and V4-Pro (h 128, SWA 128 + top-1024), T = 1, 8, 32, 128.

@@ -1,4 +1,4 @@
-// AttentionBackend: the contract one attention implementation declares (REFERENCE.md section 7,
+// AttentionBackend: the contract one attention implementation declares (docs/model-reference.md §7,
 // modelled on the backend base that vLLM users know: supported dtypes, KV-cache dtypes, kernel
 // page sizes, head sizes, MLA/sparse/sink support, a compute-capability predicate and a final
 // `supports_combination` check). The base class turns the declarations into user-facing reasons;

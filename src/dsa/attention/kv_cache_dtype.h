@@ -1,5 +1,5 @@
 // KV-cache dtype names a user can ask for (`--kv-cache-dtype`) and the concrete byte layouts
-// behind them (src/dsa/formats/kv_layout.h, REFERENCE.md section 4).
+// behind them (src/dsa/formats/kv_layout.h, docs/kv-cache.md).
 //
 //   auto        the model's own FP8 layout (fp8_model1 for DeepSeek-V4, fp8_ds_mla for GLM-5.1)
 //   fp8         alias of `auto` (the model's FP8 layout)

@@ -3,7 +3,7 @@
 // (model/config.h: ModelConfig::attention_layers()); the selector and `dsa select` consume them.
 // This header sits below model/ and knows nothing about model configs.
 //
-// Layer types (REFERENCE.md sections 1-3):
+// Layer types (docs/model-reference.md §1-§3):
 //   sliding     DeepSeek-V4 compress ratio 0: attends the last `window` tokens (SWA cache) only
 //   csa         DeepSeek-V4 ratio 4: SWA cache + top-k compressed entries chosen by the indexer
 //   hca         DeepSeek-V4 ratio 128: SWA cache + every compressed entry so far

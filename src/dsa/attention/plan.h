@@ -2,7 +2,7 @@
 // the page size and byte geometry of every cache that layer type needs, and the KV bytes per
 // context token. This is what `dsa select` prints and what the KV manager will allocate from.
 //
-// Page sizes from the block size N (tokens per logical block, REFERENCE.md sections 0 and 4):
+// Page sizes from the block size N (tokens per logical block, docs/kv-cache.md):
 // per-token caches (V4 SWA, GLM latent) use pages of N tokens; a compressed cache of ratio m
 // holds N/m entries per page (V4 CSA N/4, HCA N/128), as does the V4 indexer cache (N/4).
 #pragma once

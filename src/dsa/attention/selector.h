@@ -1,4 +1,4 @@
-// Attention-backend selection (REFERENCE.md section 7). Candidates come from the platform's
+// Attention-backend selection (docs/model-reference.md §7). Candidates come from the platform's
 // priority list (priority.h); the first valid one wins and the others that are valid are
 // reported too. A user-forced backend (`--attention-backend NAME` or DSA_ATTENTION_BACKEND) is
 // validated alone. When nothing fits, the dsa::Error lists every candidate with its reasons:

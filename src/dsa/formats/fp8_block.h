@@ -1,4 +1,4 @@
-// FP8 weights with block scales (REFERENCE.md sections 1 and 6): an e4m3 matrix [out][in] and a
+// FP8 weights with block scales (docs/model-reference.md §1 and §6): an e4m3 matrix [out][in] and a
 // scale grid [ceil(out/128)][ceil(in/128)] (UE8M0 bytes, safetensors F8_E8M0, or fp32 as in GLM's
 // `weight_scale_inv`); value = e4m3 * scale of its 128x128 block. out and in need not be multiples
 // of 128 (GLM's kv_a_proj_with_mqa has 576 rows: 5 row blocks, the last one half full).

@@ -1,5 +1,5 @@
 // Quantize + insert rows into the paged KV caches, and gather + dequantize rows back, for the
-// three cache formats of kv_layout.h (REFERENCE.md section 4):
+// three cache formats of kv_layout.h (docs/kv-cache.md):
 //   DsMla   fp8_ds_mla (GLM-5.1, V3.2): 656 B/token, row = 512 latent + 64 rope = 576 values
 //   Model1  DeepSeek-V4 MODEL1: 576 B token data + 8 B scale footer per token, row = 448 NoPE +
 //           64 rope = 512 values; pages padded to a multiple of 576 B

@@ -1,5 +1,5 @@
 // Byte layouts of the paged KV caches, as constants and offset helpers shared by the CPU
-// reference, the CUDA kernels and the attention backends (REFERENCE.md section 4).
+// reference, the CUDA kernels and the attention backends (docs/kv-cache.md).
 //
 // A paged cache is one byte buffer of num_pages pages; a global slot s lives in page s / P at
 // position s % P (P = page size in tokens). The slot of request-local position i is

@@ -1,4 +1,4 @@
-// MXFP4 weights (REFERENCE.md sections 1 and 6; DeepSeek-V4 routed experts): e2m1 values
+// MXFP4 weights (docs/model-reference.md §1 and §6; DeepSeek-V4 routed experts): e2m1 values
 // {0, 0.5, 1, 1.5, 2, 3, 4, 6} with sign, two per byte (low nibble = even element), stored as
 // I8/U8 [out][in/2]; one UE8M0 scale per 32 consecutive values along `in`: scale [out][in/32].
 // value = e2m1 * 2^(scale - 127). `in` must be a multiple of 32.

@@ -1,5 +1,5 @@
 // Scalar quantization rules shared by the CPU references and the CUDA kernels of dsa/formats, so
-// that both sides produce the same bytes (REFERENCE.md section 6). Only dtype_conv.h underneath:
+// that both sides produce the same bytes (docs/model-reference.md §6). Only dtype_conv.h underneath:
 // every function is host + device, uses IEEE fp32 division/multiplication (no fast math) and
 // order-independent reductions (max), which is what makes GPU output byte-exact to the CPU.
 #pragma once

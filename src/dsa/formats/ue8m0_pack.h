@@ -1,4 +1,4 @@
-// Packed UE8M0 scale layouts for DeepGEMM-style FP8/FP4 GEMMs (REFERENCE.md section 6).
+// Packed UE8M0 scale layouts for DeepGEMM-style FP8/FP4 GEMMs (docs/model-reference.md §6).
 //
 // A UE8M0 byte is the biased exponent of a power-of-two scale (value 2^(b-127)). Four consecutive
 // K-group exponents share one int32: byte j (bits 8j..8j+7) holds group 4i+j; missing groups at the

@@ -1,4 +1,4 @@
-// Built-in model configurations (REFERENCE.md section 1): the released DeepSeek-V4-Flash,
+// Built-in model configurations (docs/model-reference.md §1): the released DeepSeek-V4-Flash,
 // DeepSeek-V4-Pro and GLM-5.1 architectures, so that tools (`dsa select`, benchmarks, KV sizing)
 // work without a checkpoint on disk. Loading a checkpoint parses its config.json instead.
 #include <fmt/format.h>

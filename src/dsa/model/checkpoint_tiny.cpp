@@ -89,7 +89,7 @@ weights::DeepseekV4Dims preset_deepseek_v4_dims(const std::string& preset) {
   } else {
     fail("make-tiny: unknown deepseek_v4 preset '{}' (tiny, flash, pro)", preset);
   }
-  // REFERENCE section 1: then CSA / HCA alternating, ending with CSA.
+  // docs/model-reference.md §1: then CSA / HCA alternating, ending with CSA.
   while (static_cast<int64_t>(d.compress_ratios.size()) < d.layers)
     d.compress_ratios.push_back(d.compress_ratios.size() % 2 == 0 ? 4 : 128);
   d.compress_ratios.back() = 4;

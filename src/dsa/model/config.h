@@ -1,5 +1,5 @@
 // ModelConfig: the architecture of a DeepSeek-V4 (`deepseek_v4`) or GLM-5/5.1 (`glm_moe_dsa`)
-// model (REFERENCE.md section 1). Built-in configurations (`deepseek-v4-flash`,
+// model (docs/model-reference.md §1). Built-in configurations (`deepseek-v4-flash`,
 // `deepseek-v4-pro`, `glm-5.1`) live in builtin_configs.cpp; a checkpoint's config.json is parsed
 // by config_json.cpp, which accepts the official DeepSeek names, the DeepSeek inference
 // `ModelArgs` names and transformers 5.17's names.

@@ -10,7 +10,7 @@
 //
 // Inputs for timing: paged caches of valid random FP8 bytes, `cache_bytes` each, and random
 // index lists; when one call's unique KV bytes are below 2x the L2, run() rotates over several
-// index sets so that timed calls do not find their keys in a warm L2 (GPU.md, Measuring).
+// index sets so that timed calls do not find their keys in a warm L2 (docs/kernels.md "Benchmark method").
 #pragma once
 #include <memory>
 #include <vector>

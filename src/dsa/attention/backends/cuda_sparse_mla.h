@@ -1,7 +1,7 @@
 // cuda_sparse_mla: the portable CUDA sparse-MLA decode (bf16 mma.sync over keys dequantized
 // from e4m3 with the sm_89+ cvt instructions, cp.async gathers, <= 99 KB shared memory per
-// block), so one kernel family serves SM89, SM90, SM100 and SM120 (KERNELS.md; REFERENCE.md
-// section 10). The e4m3 conversions need sm_89+, hence no 8.0/8.6. The build must also carry a
+// block), so one kernel family serves SM89, SM90, SM100 and SM120 (docs/kernels.md; docs/model-reference.md
+// §10). The e4m3 conversions need sm_89+, hence no 8.0/8.6. The build must also carry a
 // kernel image for the device (DSA_CUDA_ARCHS): arch-specific targets such as 90a/120a run only
 // on exactly that capability.
 // Contract: bf16 activations; fp8_ds_mla (d_qk 576) or fp8_model1 (d_qk 512); 16/32/64/128

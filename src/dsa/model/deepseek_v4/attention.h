@@ -1,4 +1,4 @@
-// DeepSeek-V4 attention block (REFERENCE section 2, transformers' DeepseekV4Attention):
+// DeepSeek-V4 attention block (docs/model-reference.md §2, transformers' DeepseekV4Attention):
 //   q_res = RMSNorm(wq_a x); q = wq_b q_res as [H][512], per-head unweighted RMS norm, RoPE on the
 //   trailing 64 dims; kv = RMSNorm(wkv x), RoPE, stored FP8 (MODEL1) in the sliding-window cache;
 //   CSA/HCA layers: compressor entries (persistent windows in the request state) into the

@@ -1,4 +1,4 @@
-// RoPE of a DeepSeek-V4 layer from the model config (REFERENCE section 1): sliding-only layers
+// RoPE of a DeepSeek-V4 layer from the model config (docs/model-reference.md §1): sliding-only layers
 // (ratio 0) use `rope` (plain, theta 10000); CSA/HCA layers, their compressors and the indexer use
 // `compress_rope` (theta 160000, YaRN). Both rotate the trailing qk_rope_head_dim dims.
 #pragma once

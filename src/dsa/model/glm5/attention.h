@@ -1,4 +1,4 @@
-// The GLM-5.1 attention block (REFERENCE section 3): MLA in absorbed form over the fp8_ds_mla
+// The GLM-5.1 attention block (docs/model-reference.md §3): MLA in absorbed form over the fp8_ds_mla
 // latent cache, with the DSA indexer choosing each query's keys.
 //
 //   q_res  = RMSNorm(q_a_proj x)                          [T][q_lora]
@@ -31,7 +31,7 @@ struct AttentionConfig {
   float lora_norm_eps = 1e-6f;
   float softmax_scale = 0.f;
   ops::RopeConfig rope;
-  // Interleaved pairs for q, k and the indexer alike (REFERENCE section 3). Measured against the
+  // Interleaved pairs for q, k and the indexer alike (docs/model-reference.md §3). Measured against the
   // golden files: half-split pairs in the indexer only, or everywhere, lose top-1 agreement
   // (7/24 and 4/24 prompt positions instead of 17/24 on the short prompt).
   ops::RopeParams rope_params;

@@ -1,6 +1,6 @@
 // The GLM-5.1 feed-forward blocks: the dense SwiGLU MLP of the first `first_k_dense_replace`
 // layers, and the MoE of the others (sigmoid routing with e_score_correction_bias, top-k
-// normalised and scaled by routed_scaling_factor, plus one shared expert; REFERENCE section 1),
+// normalised and scaled by routed_scaling_factor, plus one shared expert; docs/model-reference.md §3),
 // both on the grouped expert GEMM of ops/moe (the dense MLP as a single "expert").
 #pragma once
 #include "dsa/model/glm5/weights.h"

@@ -17,7 +17,7 @@ namespace dsa::model::glm5 {
 
 namespace {
 
-constexpr int kPageSize = 64;  // tokens per latent-cache page (fp8_ds_mla, REFERENCE section 4)
+constexpr int kPageSize = 64;  // tokens per latent-cache page (fp8_ds_mla, docs/kv-cache.md)
 
 int64_t padded_heads(int64_t h) {
   for (int64_t p : {16, 32, 64, 128})

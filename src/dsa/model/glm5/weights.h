@@ -2,8 +2,8 @@
 // tensors (checkpoint_load.h, names of weights/glm5.h) and placed on the model's device.
 //
 // What is reshaped at load (and why):
-//  - kv_b_proj [H*(192+256)][512] is split per head into the two absorbed matrices (REFERENCE
-//    section 3): w_uk [H][512][192] (transposed: q_nope -> 512-d latent query) and
+//  - kv_b_proj [H*(192+256)][512] is split per head into the two absorbed matrices (docs/model-reference.md
+//    §3): w_uk [H][512][192] (transposed: q_nope -> 512-d latent query) and
 //    w_uv [H][256][512] (latent attention output -> v_head). Dequantized to f32, then kept in f32
 //    (the CPU default: the reference path) or rounded once to bf16 (the CUDA default: half the
 //    memory, 59 -> 29 MB per layer at 64 heads, and half the bytes each decode step reads).

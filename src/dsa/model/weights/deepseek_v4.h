@@ -1,4 +1,4 @@
-// DeepSeek-V4 checkpoint layout: the tensors of the official checkpoint (REFERENCE section 2,
+// DeepSeek-V4 checkpoint layout: the tensors of the official checkpoint (docs/model-reference.md §2,
 // "Tensor names"), the config numbers they depend on, and the renames between the official
 // names and transformers 5.17's (its conversion mapping for `deepseek_v4`).
 #pragma once

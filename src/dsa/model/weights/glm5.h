@@ -1,4 +1,4 @@
-// GLM-5 / GLM-5.1 (`glm_moe_dsa`) checkpoint layout: Hugging Face names (REFERENCE section 3),
+// GLM-5 / GLM-5.1 (`glm_moe_dsa`) checkpoint layout: Hugging Face names (docs/model-reference.md §3),
 // bf16 or FP8 (F8_E4M3 weights with F32 `weight_scale_inv` [ceil(out/128)][ceil(in/128)], as in
 // zai-org's FP8 checkpoints). The MTP layer is `model.layers.{num_hidden_layers}` (a full layer
 // plus enorm, hnorm, eh_proj, shared_head.norm; embedding and LM head are shared).

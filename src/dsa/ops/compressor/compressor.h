@@ -17,7 +17,7 @@
 //   DeepSeek: freqs_cis[start_pos + 1 - ratio]).
 // The indexer's own compressor is the same op at head_dim 128 (m = 4, overlap).
 //
-// State (REFERENCE section 4): fp32 kv and score+ape rows of the open window, and for m = 4 the
+// State (docs/kv-cache.md): fp32 kv and score+ape rows of the open window, and for m = 4 the
 // previous complete window's rows (only their Ca half is read). Tokens are consumed one at a
 // time in position order, so feeding a sequence in any chunking gives exactly the same entries
 // as feeding it at once (tested). Entries are computed in double and rounded once to the output

@@ -7,7 +7,7 @@
 //             y[t] = sum_i pre[i] * X[t][i]   (rounded to y's dtype)
 //   (model):  y' = RMSNorm(y) with the layer's attn_norm / ffn_norm weight -- NOT part of mHC:
 //             DeepSeek's Block.forward calls hc_pre, then attn_norm; transformers'
-//             DeepseekV4DecoderLayer calls attn_hc, then input_layernorm. (REFERENCE's
+//             DeepseekV4DecoderLayer calls attn_hc, then input_layernorm. (docs/model-reference.md §2's
 //             "y = RMSNorm(sum_i pre_i X_i)" means that norm.)
 //   (model):  f = F(y')
 //   mhc_post: X'[t][j] = post[t][j] * f[t] + sum_i comb[t][i][j] * X[t][i]   (fp32, rounded once)

@@ -6,8 +6,8 @@
 //   comb    = softmax over each row of (scale2 * mix[2hc + i*hc + j] + base[2hc + i*hc + j]) + hc_eps,
 //             then comb /= (column sums + hc_eps), then (iters - 1) times: rows /= (row sums + hc_eps),
 //             columns /= (column sums + hc_eps).
-// With iters = 20 this is the "softmax rows + 19 more row/column normalisations" of REFERENCE
-// section 2: exactly transformers' DeepseekV4HyperConnection.forward and DeepSeek's
+// With iters = 20 this is the "softmax rows + 19 more row/column normalisations" of docs/model-reference.md
+// §2: exactly transformers' DeepseekV4HyperConnection.forward and DeepSeek's
 // hc_split_sinkhorn (one column normalisation first, then iters-1 row+column pairs).
 // comb[i][j] (row i, column j) weights input stream i into output stream j (see mhc.h).
 #pragma once

@@ -1,4 +1,4 @@
-// Contiguous per-expert layout for grouped GEMMs (REFERENCE section 6, DeepGEMM's "m_grouped
+// Contiguous per-expert layout for grouped GEMMs (docs/model-reference.md §6, DeepGEMM's "m_grouped
 // contiguous" form): the T*k (token, slot) pairs are sorted by expert into rows; expert e owns
 // rows [offsets[e], offsets[e] + counts[e]) and its segment is padded to a multiple of the
 // M alignment. Padding rows carry expert -1 in m_indices and token -1 in src_token.

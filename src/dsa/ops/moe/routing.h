@@ -1,5 +1,5 @@
 // MoE router: scores from gate logits, top-k expert choice with a selection bias, and the
-// normalised routing weights (REFERENCE sections 2 and 3).
+// normalised routing weights (docs/model-reference.md §2 and §3).
 //   DeepSeek-V4: s = sqrt(softplus(logit)); experts = top-k of s + bias; hash layers take the
 //                experts from tid2eid[token_id] instead (no bias).
 //   GLM-5.1:     s = sigmoid(logit); experts = top-k of s + e_score_correction_bias (one group).

@@ -7,7 +7,7 @@
 // adjacent pairs) and what transformers' DeepSeek-V4 `apply_rotary_pos_emb` does with its
 // interleaved `rotate_half`.
 //
-// Where it is used (REFERENCE sections 1-3, checked against transformers 5.17):
+// Where it is used (docs/model-reference.md §1-§3, checked against transformers 5.17):
 //   V4 q/kv, compressor entries, indexer q/k: trailing 64 dims (offset = head_dim - 64);
 //     sliding layers: plain theta 10000; CSA/HCA layers (and their compressor/indexer): theta
 //     160000 + YaRN (factor 16, original 65536, beta_fast 32, beta_slow 1), attention factor 1.0.

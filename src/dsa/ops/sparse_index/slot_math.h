@@ -1,4 +1,4 @@
-// Per-element rules of the index conversions (REFERENCE.md section 4), shared by the CPU
+// Per-element rules of the index conversions (docs/kv-cache.md), shared by the CPU
 // reference and the CUDA kernels so that both follow the same definition.
 #pragma once
 #include <cstdint>

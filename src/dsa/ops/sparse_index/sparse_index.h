@@ -1,5 +1,5 @@
 // Index conversions that build the global slot lists consumed by sparse_mla_decode
-// (REFERENCE.md section 4). Each op has a CPU reference and a CUDA kernel behind one function
+// (docs/kv-cache.md). Each op has a CPU reference and a CUDA kernel behind one function
 // (CPU tensors -> CPU loop, CUDA tensors -> kernel). Output rows: slots (int32, -1 = none) and
 // per-row valid counts (number of entries != -1).
 //

@@ -1,4 +1,4 @@
-// Sparse-MLA decode attention (REFERENCE.md section 5): every query token attends to its own
+// Sparse-MLA decode attention (docs/model-reference.md §5): every query token attends to its own
 // list of cache slots in one or two paged FP8 KV caches, with one softmax over the union of both
 // lists plus an optional per-head sink logit that enters the denominator only.
 //

@@ -16,7 +16,7 @@
 // with cp.async into one of STAGES shared-memory stages (multi-stage ring: up to STAGES-1 chunks
 // in flight, which is what keeps HBM busy at decode where every weight byte is used once).
 //
-// Dequantization happens in registers right before the MMA (KERNELS.md "MoE expert GEMM at
+// Dequantization happens in registers right before the MMA (docs/kernels.md "MoE expert GEMM at
 // decode"). Lane (g, q) of a warp owns, per 8-row n-tile, weight row g and the 32 consecutive k
 // values [32q, 32q+32) of the chunk: 16 bytes of e2m1 (exactly one UE8M0 block) or 32 bytes of
 // e4m3. The dot product does not care about k order, so the MMA's k slots are assigned to these
