@@ -96,8 +96,7 @@ TEST(Sampler, SeedReproduces) {
   SamplingParams p;
   p.temperature = 1;
   auto draws = [&](uint64_t seed) {
-    const uint64_t seed = seed;
-  uint64_t counter = 0;
+    uint64_t counter = 0;
     std::vector<int32_t> v;
     for (int i = 0; i < 20; ++i) v.push_back(sample_token(l.data(), 300, p, seed, counter++));
     return v;

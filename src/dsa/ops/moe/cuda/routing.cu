@@ -64,7 +64,24 @@ __global__ void route_kernel(const float* logits, const float* bias, const int32
 
 // logits[t][e] = sum_h x[t][h] * gate[e][h] in fp32. Block = 8 warps; warp w owns expert
 // blockIdx.x*8+w and 8 tokens (blockIdx.y*8 ..); lanes stride over h (coalesced gate reads, x rows
-// come from L1/L2). Launch: (ceil(E/8), ceil(T/8)) x 256.
+// come from L1/L2; with H a multiple of 256, 8 consecutive values per lane and step through
+// 16-byte loads). Launch: (ceil(E/8), ceil(T/8)) x 256.
+template <typename G>
+__device__ __forceinline__ void load8(const G* p, float* v) {
+  if constexpr (sizeof(G) == 4) {
+    const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[2 * j] = __uint_as_float(w[j] << 16);
+      v[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+    }
+  }
+}
+
 template <typename G>
 __global__ void router_logits_kernel(const __nv_bfloat16* x, const G* gate, float* logits, int T, int E, int H) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -73,12 +90,30 @@ __global__ void router_logits_kernel(const __nv_bfloat16* x, const G* gate, floa
   if (e >= E) return;
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   const G* g = gate + static_cast<int64_t>(e) * H;
-  for (int h = lane; h < H; h += 32) {
-    float gv;
-    if constexpr (sizeof(G) == 4) gv = g[h]; else gv = __bfloat162float(g[h]);
+  if (H % 256 == 0) {
+    // 8 consecutive values per lane and step (16/32-byte loads): a decode token is latency-bound
+    // with one scalar load per lane and step.
+#pragma unroll 2
+    for (int h = lane * 8; h < H; h += 256) {
+      float gv[8];
+      load8(g + h, gv);
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
-      if (t0 + i < T) acc[i] = fmaf(__bfloat162float(x[static_cast<int64_t>(t0 + i) * H + h]), gv, acc[i]);
+      for (int i = 0; i < 8; ++i) {
+        if (t0 + i >= T) break;
+        float xv[8];
+        load8(x + static_cast<int64_t>(t0 + i) * H + h, xv);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i] = fmaf(xv[j], gv[j], acc[i]);
+      }
+    }
+  } else {
+    for (int h = lane; h < H; h += 32) {
+      float gv;
+      if constexpr (sizeof(G) == 4) gv = g[h]; else gv = __bfloat162float(g[h]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        if (t0 + i < T) acc[i] = fmaf(__bfloat162float(x[static_cast<int64_t>(t0 + i) * H + h]), gv, acc[i]);
+    }
   }
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
