@@ -254,7 +254,8 @@ void run(const Args& args) {
 const bool registered = add_command([](CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions: token ids, or text with a tokenizer)");
   auto a = std::make_shared<Args>();
-  cmd->add_option("model", a->model_pos, "Checkpoint directory (config.json + safetensors)");
+  // Not named "model": newer CLI11 releases (the GPU machine's) refuse a positional named like --model.
+  cmd->add_option("checkpoint", a->model_pos, "Checkpoint directory (config.json + safetensors)");
   cmd->add_option("--model", a->model, "Checkpoint directory (same as the positional argument)");
   cmd->add_option("--host", a->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", a->port, "Port (0: any free port)")->capture_default_str();

@@ -47,7 +47,7 @@ fi
 log serve
 # 2048 KV pages of 64 tokens: 16 sequences of 640 tokens need 160; room for the rate run's queue.
 "$dsa" serve "$ckpt" --device "$device" --host 127.0.0.1 --port 0 \
-  --no-tokenizer --max-num-seqs 16 --max-num-batched-tokens 2048 --max-model-len 4096 --tune-seconds 120 \
+  --no-tokenizer --max-num-seqs 16 --max-num-batched-tokens 2048 --max-model-len 4096 --tune-seconds ${TUNE_SECONDS:-120} \
   >"$OUT/serve.log" 2>&1 &
 server=$!
 port=""
