@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-${DSA_BUILD_DIR:-build}}
 limit=${DSA_SMEM_LIMIT:-101376}  # override only to test this script
-objdir="$build/src/CMakeFiles/dsa.dir/dsa/ops"
+objdir="$build/src/CMakeFiles/dsa_ops.dir/dsa/ops"  # the ops layer's static library
 mapfile -t objs < <(find "$objdir/sparse_mla" "$objdir/sparse_index" -name '*.cu.o' 2>/dev/null | sort)
 [ ${#objs[@]} -gt 0 ] || { echo "check_sm120: no CUDA objects of sparse_mla under $objdir (build with CUDA first)"; exit 1; }
 
