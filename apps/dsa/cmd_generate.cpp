@@ -21,6 +21,7 @@
 #include "commands.h"
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
+#include "dsa/engine/sampler.h"
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/config.h"
 #include "dsa/tune/bucket.h"
@@ -37,11 +38,13 @@ struct Args {
   int show_top = 0;  // > 0: print the K highest logits of every step (debugging divergence)
 };
 
-int32_t argmax(const float* p, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (p[i] > p[best]) best = i;
-  return static_cast<int32_t>(best);
+// Greedy choice; a NaN / Inf logit (broken weights or arithmetic) is an error, not token 0.
+int32_t argmax(const float* p, int64_t n, int step) {
+  if (const int64_t bad = engine::first_non_finite(p, n); bad >= 0)
+    fail("generate: step {}: the model produced a non-finite logit ({} for token id {}): broken weights or "
+         "arithmetic (`dsa check-model` scans the weights for NaN / Inf)",
+         step, p[bad], bad);
+  return engine::argmax_token(p, n);
 }
 
 // Loads the tuning cache, tunes what it lacks (unless --no-tune), installs the active tuning.
@@ -91,14 +94,14 @@ void run(const Args& a) {
   t0 = clock::now();
   Tensor logits = lm->forward(b);
   const double prefill_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-  std::vector<int32_t> out{argmax(logits.data<float>(), V)};
+  std::vector<int32_t> out{argmax(logits.data<float>(), V, 0)};
   if (a.show_top > 0) print_top(0, logits.data<float>(), V, a.show_top);
 
   t0 = clock::now();
   for (int i = 1; i < a.max_tokens; ++i) {
     model::ForwardBatch d{{out.back()}, {id}, {static_cast<int64_t>(prompt.size() + out.size() - 1)}};
     logits = lm->forward(d);
-    out.push_back(argmax(logits.data<float>(), V));
+    out.push_back(argmax(logits.data<float>(), V, i));
     if (a.show_top > 0) print_top(i, logits.data<float>(), V, a.show_top);
   }
   const double decode_s = std::chrono::duration<double>(clock::now() - t0).count();

@@ -196,6 +196,13 @@ std::vector<StepOutput> Engine::step() {
       Sequence& s = *plan[r].seq;
       s.computed += plan[r].count;
       if (s.remaining() > 0) continue;  // mid-prompt chunk: its logits are not used
+      if (const int64_t bad = first_non_finite(rows + r * V, V); bad >= 0) {
+        finish(s, FinishReason::Error, out,
+               fmt::format("the model produced a non-finite logit ({} for token id {}) at position {}: broken weights "
+                           "or arithmetic (`dsa check-model` scans the weights for NaN / Inf)",
+                           rows[r * V + bad], bad, s.computed - 1));
+        continue;
+      }
       const int32_t tok = sample_token(rows + r * V, V, s.params, s.rng);
       s.tokens.push_back(tok);
       StepOutput o = report(s);
