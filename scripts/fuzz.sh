@@ -7,6 +7,7 @@
 # minimise it (./fuzz_x -minimize_crash=1 FILE), fix the bug, and commit the input to
 # tests/fuzz/corpus/<target>/ as a regression (test_fuzz replays every corpus file).
 set -euo pipefail
+export DSA_LOG_LEVEL=${DSA_LOG_LEVEL:-warn}  # the parsers' notes would flood the output
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
 shift || true

@@ -112,8 +112,10 @@ TEST(HostileCli, SymlinkLoopsAndFifos) {
                      "Too many levels of symbolic links");
   // A shard that is a symlink to itself, then a FIFO: check-model ends at once with the path.
   const std::string dir = tiny(t, "m");
-  const std::string shard = dir + "/" + shard_file_name(0, 2);
-  ASSERT_TRUE(fs::exists(shard));
+  std::string shard;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind("model-00001-of-", 0) == 0) shard = e.path().string();
+  ASSERT_FALSE(shard.empty());
   fs::remove(shard);
   fs::create_symlink(fs::path(shard).filename(), shard);
   expect_clean_error(run_dsa("check-model --model " + dir, "", 60), "loop shard",

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "common/testing.h"
 #include "dsa/core/error.h"
@@ -463,7 +464,8 @@ TEST(ConfigJson, ErrorsNameFileFieldAndValue) {
   EXPECT_EQ(parse_model_config_json(tiny_v4("[0, 0, 4, 128, 0, 0]"), "t.json").mtp_compress_ratios,
             (std::vector<int>{0}));
   auto two_mtp = tiny_v4("[0, 0, 4, 128, 0]");
-  two_mtp.replace(two_mtp.find("\"num_nextn_predict_layers\": 1"), 30, "\"num_nextn_predict_layers\": 2");
+  const std::string one = "\"num_nextn_predict_layers\": 1";
+  two_mtp.replace(two_mtp.find(one), one.size(), "\"num_nextn_predict_layers\": 2");
   EXPECT_EQ(error_of([&] { parse_model_config_json(two_mtp, "t.json"); }),
             "t.json: field 'compress_ratios' = [0,0,4,128,0]: has 5 entries: expected num_hidden_layers (4) or "
             "num_hidden_layers + MTP layers (6)");
@@ -574,13 +576,9 @@ TEST(ConfigJson, HostileNumbersAreBoundedErrors) {
   };
   EXPECT_NO_THROW(parse_model_config_json(g + "}", "g.json"));
   auto v4_with = [&](const std::string& field, const std::string& value) {
-    std::string t = base;
-    const std::string key = "\"" + field + "\": ";
-    const size_t at = t.find(key);
-    if (at == std::string::npos) return error_of([&] { parse_model_config_json(v4(", " + key + value), "h.json"); });
-    const size_t end = t.find_first_of(",}", at + key.size());
-    t = t.substr(0, at + key.size()) + value + t.substr(end);
-    return error_of([&] { parse_model_config_json(t + "}", "h.json"); });
+    nlohmann::json j = nlohmann::json::parse(base + "}");
+    j[field] = nlohmann::json::parse(value);
+    return error_of([&] { parse_model_config_json(j.dump(), "h.json"); });
   };
   EXPECT_EQ(v4_with("num_nextn_predict_layers", "-1"), "h.json: field 'num_nextn_predict_layers' = -1: must be in 0..16");
   EXPECT_EQ(v4_with("num_nextn_predict_layers", "10000000000"),
@@ -600,10 +598,10 @@ TEST(ConfigJson, HostileNumbersAreBoundedErrors) {
             "h.json: field 'num_experts_per_tok' = 0: must be in 1..n_routed_experts (8) and at most 256");
   EXPECT_EQ(v4_with("compress_ratios", "[0, 4, 128, 4, 4294967296]"),
             "h.json: field 'compress_ratios[4]' = 4294967296: expected an integer (32-bit)");
-  EXPECT_EQ(v4_with("partial_rotary_factor", "1e300").substr(0, 44), "h.json: field 'partial_rotary_factor' = 1e+");
+  EXPECT_EQ(v4_with("partial_rotary_factor", "1e300"), "h.json: field 'partial_rotary_factor' = 1e+300: must be in (0, 1]");
   EXPECT_EQ(v4_with("hc_eps", "0"), "h.json: field 'hc_eps' = 0: must be finite and in (0, 1]");
   EXPECT_EQ(v4_with("routed_scaling_factor", "-1"),
-            "h.json: field 'routed_scaling_factor' = -1: must be finite and in (0, 1e+06]");
+            "h.json: field 'routed_scaling_factor' = -1: must be finite and in (0, 1000000]");
   EXPECT_EQ(v4_with("scoring_func", "\"softmax\""),
             "h.json: field 'scoring_func' = softmax: DeepSeek-V4 routes with sqrtsoftplus scores (the only one dsa "
             "implements for it)");
@@ -612,7 +610,7 @@ TEST(ConfigJson, HostileNumbersAreBoundedErrors) {
             "g.json: field 'num_experts_per_tok' = 0: must be in 1..n_routed_experts (256) and at most 256");
   EXPECT_EQ(glm(R"(, "n_group": 0)"), "g.json: field 'n_group' = 0: must divide n_routed_experts (256)");
   EXPECT_EQ(glm(R"(, "topk_group": 2)"), "g.json: field 'topk_group' = 2: must be in 1..n_group (1)");
-  EXPECT_EQ(glm(R"(, "rope_theta": -5)"), "g.json: field 'rope.theta' = -5: must be finite and in (0, 1e+12]");
+  EXPECT_EQ(glm(R"(, "rope_theta": -5)"), "g.json: field 'rope.theta' = -5: must be finite and in (0, 1000000000000]");
   EXPECT_EQ(glm(R"(, "max_position_embeddings": 0)"),
             "g.json: field 'max_position_embeddings' = 0: must be in 1..16777216");
   EXPECT_EQ(glm(R"(, "num_hidden_layers": 2147483648)"),
@@ -620,10 +618,9 @@ TEST(ConfigJson, HostileNumbersAreBoundedErrors) {
   // Trailing schedule entries beyond the layers present are ignored (a note in the log).
   const auto c = parse_model_config_json(g + R"(, "indexer_types": ["full", "shared", "full", "shared", "full"]})", "g.json");
   EXPECT_EQ(c.indexer_types.size(), 4u);
-  // Invalid UTF-8 in a value: a clean error, not an exception from the JSON library.
+  // Invalid UTF-8: the JSON parser refuses it (a clean error, never an exception from dump()).
   EXPECT_HAS(error_of([] { parse_model_config_json("{\"model_type\": \"glm_moe_dsa\", \"hidden_size\": \"\xff\"}", "u.json"); }),
-             "u.json: field 'hidden_size'");
-  EXPECT_HAS(error_of([] { parse_model_config_json("{\"model_type\": \"\xff\"}", "u.json"); }), "not supported");
+             "u.json: not valid JSON");
 }
 
 // The DeepSeek-V4 release configs carry a compress_ratios entry for the MTP layer; checkpoints

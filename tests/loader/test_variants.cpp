@@ -141,6 +141,10 @@ TEST(TransformersVariant, MixedFormsAreDecidedByTheScaleTensor) {
   all.pop_back();
   all.emplace_back("model.layers.0.self_attn.q_a_proj.scale", Tensor::empty({1, 2}, DType::E8M0));
   write_safetensors(dir.file("mixed/model.safetensors"), all);
-  EXPECT_HAS(error_of([&] { load_model_weights(dir.file("mixed"), model::load_model_config(dir.file("mixed")), lo); }),
-             "model.layers.0.self_attn.q_a_proj.weight_scale_inv");
+  const std::string e =
+      error_of([&] { load_model_weights(dir.file("mixed"), model::load_model_config(dir.file("mixed")), lo); });
+  EXPECT_HAS(e, "model.layers.0.self_attn.q_a_proj.weight (in ");
+  EXPECT_HAS(e, "expected bf16 [128, 256], got e4m3 [128, 256] (stored forms accepted: bf16, fp8 (e4m3 + f32 "
+                ".weight_scale_inv))");
+  EXPECT_HAS(e, "unknown tensors (not used):\n  model.layers.0.self_attn.q_a_proj.scale");
 }

@@ -235,7 +235,7 @@ void parse_deepseek_v4(const Fields& f, ModelConfig& c) {
     c.qk_rope_head_dim = f.int_or({"qk_rope_head_dim", "rope_head_dim"}, 64);
   } else if (auto p = f.opt_double({"partial_rotary_factor"})) {
     if (!(*p > 0 && *p <= 1)) f.bad("partial_rotary_factor", json(*p), "must be in (0, 1]");
-    c.qk_rope_head_dim = static_cast<int>(std::lround(c.head_dim * *p));
+    c.qk_rope_head_dim = static_cast<int>(c.head_dim * *p);  // as transformers: int(head_dim * factor)
   } else {
     c.qk_rope_head_dim = 64;
   }

@@ -112,18 +112,22 @@ std::vector<WeightSpec> convert_for_model(TensorSet& set, const std::vector<Weig
       out.push_back(s);
       continue;
     }
-    if (s.any_float && !s.reads(it->second.dtype())) {
+    if (s.any_float && !s.reads(it->second.dtype()) && s.accepts(it->second.dtype())) {
       DSA_CHECK(s.reads(DType::F32), "weight spec {}: any_float needs F32 among the dtypes read (spec bug)", s.name);
       set.origin[s.name] += fmt::format(" ({} widened to f32)", dtype_name(it->second.dtype()));
       it->second = widen_to_f32(it->second);
       out.push_back(s);
       continue;
     }
-    if (s.linear && s.linear->use == LinearUse::Bf16 && s.linear->kind != LinearKind::Bf16) {
+    if (s.linear && s.linear->use == LinearUse::Bf16 && s.linear->kind != LinearKind::Bf16 &&
+        s.accepts(it->second.dtype()) && it->second.shape() == s.shape) {
       const LinearSpec& l = *s.linear;
-      const std::string sn = scale_name(l, l.kind);
-      auto sc = set.tensors.find(sn);
-      DSA_CHECK(sc != set.tensors.end(), "{}: scale {} of {} missing after validation", s.name, sn, s.name);
+      auto sc = set.tensors.find(scale_name(l, l.kind));
+      const WeightSpec& scale_spec = specs.at(i + 1);  // add_linear lists the scale right after the weight
+      if (sc == set.tensors.end() || !scale_spec.accepts(sc->second.dtype()) || sc->second.shape() != scale_spec.shape) {
+        out.push_back(s);  // invalid (reported by validation): left as stored in a non-strict load
+        continue;
+      }
       it->second = dequantize_to_bf16(l, l.kind, it->second, sc->second);
       set.origin[s.name] += fmt::format(" ({} dequantized to bf16 at load)", weights::linear_kind_name(l.kind));
       set.tensors.erase(sc);

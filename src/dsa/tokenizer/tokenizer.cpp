@@ -201,7 +201,14 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const nlohmann::json& j, const s
     t->added_ids[a.content] = a.id;
   }
   bool post_adds_nothing = t->prefix_ids.empty() && t->suffix_ids.empty();
-  if (!companion_dir.empty()) read_special_configs(companion_dir, *t, post_adds_nothing);
+  if (!companion_dir.empty()) {
+    try {
+      read_special_configs(companion_dir, *t, post_adds_nothing);
+    } catch (const nlohmann::json::exception& e) {
+      fail("tokenizer: unexpected structure in tokenizer_config.json or generation_config.json of {}: {}",
+           companion_dir, e.what());
+    }
+  }
   for (int32_t id : t->prefix_ids) DSA_CHECK(id >= 0 && id <= max_id, "tokenizer: post_processor: id {} out of range", id);
   for (int32_t id : t->suffix_ids) DSA_CHECK(id >= 0 && id <= max_id, "tokenizer: post_processor: id {} out of range", id);
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(t)));
