@@ -148,3 +148,21 @@ TEST(TransformersVariant, MixedFormsAreDecidedByTheScaleTensor) {
                 ".weight_scale_inv))");
   EXPECT_HAS(e, "unknown tensors (not used):\n  model.layers.0.self_attn.q_a_proj.scale");
 }
+
+// Unquantized DeepSeek-V4 experts (what transformers saves when it dequantizes): BF16 routed and
+// shared experts build into the MoE layer's BF16 format and the forward runs with finite logits
+// (they used to be refused at build time).
+TEST(TransformersVariant, DeepseekV4Bf16ExpertsRun) {
+  test::TempDir dir;
+  TinyOptions o;
+  o.arch = "deepseek_v4";
+  o.seed = 5;
+  o.fp8 = false;
+  o.fp4_experts = false;
+  make_tiny_checkpoint(o, dir.file("bf16"));
+  EXPECT_EQ(Checkpoint::open(dir.file("bf16")).entry("layers.2.ffn.experts.1.w1.weight").dtype, DType::BF16);
+  EXPECT_EQ(Checkpoint::open(dir.file("bf16")).entry("layers.2.ffn.shared_experts.w2.weight").dtype, DType::BF16);
+  const auto logits = run(dir.file("bf16"));
+  for (const Tensor& t : logits)
+    for (int64_t k = 0; k < t.numel(); ++k) ASSERT_TRUE(std::isfinite(t.data<float>()[k]));
+}

@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "dsa/core/dtype_conv.h"
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
 #include "dsa/model/config_bounds.h"
