@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (tests/fuzz, clang with ASan + UBSan, DSA_FUZZ=ON) into
+# Builds the libFuzzer targets (tests/fuzz, clang with ASan + UBSan, assertions on, DSA_FUZZ=ON) into
 # ${DSA_FUZZ_BUILD_DIR:-build-fuzz} and runs each for SECONDS (default 20; CI runs them from
 # .ci/run). Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (targets: fuzz_config, ...)
 # New inputs go to $build/corpus/<target> (the committed seeds in tests/fuzz/corpus/<target>
@@ -16,7 +16,7 @@ scripts/install-deps.sh --fuzz
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
-cmake -S . -B "$build" "${gen[@]}" -DDSA_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+cmake -S . -B "$build" "${gen[@]}" -DDSA_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
   >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 cmake --build "$build" -j "${DSA_JOBS:-$(nproc)}"
 targets=("$@")
