@@ -91,15 +91,25 @@ TEST(HostileCli, ConfigNumbersFailEveryCommandCleanly) {
   }
 }
 
-TEST(HostileCli, DeepseekV4NegativeMtpIsAnError) {
+TEST(HostileCli, DeepseekV4SizesAreBounded) {
   DSA_REQUIRE_DSA_BINARY();
   TempTree t;
   const std::string dir = tiny(t, "v4", "deepseek_v4");
-  auto j = read_json(dir + "/config.json");
-  j["num_nextn_predict_layers"] = -1;
-  write_text(dir + "/config.json", j.dump());
-  for (const std::string& args : config_commands(dir))
-    expect_clean_error(run_dsa(args), args, "field 'num_nextn_predict_layers' = -1: must be in 0..16");
+  const auto base = read_json(dir + "/config.json");
+  const std::vector<std::pair<std::string, nlohmann::json>> cases = {
+      {"num_nextn_predict_layers", -1},  // was std::length_error and exit 134
+      {"num_nextn_predict_layers", int64_t{10000000000}},  // was a 21 GB allocation in check-model
+      {"hc_sinkhorn_iters", 1000000000},                   // was a hang
+      {"index_topk", 1000000000},                          // was an 8 GB allocation
+      {"num_hidden_layers", 1000000},                      // was an OOM kill
+  };
+  for (const auto& [field, value] : cases) {
+    auto j = base;
+    j[field] = value;
+    write_text(dir + "/config.json", j.dump());
+    const std::string want = "field '" + field + "' = " + value.dump() + ": must be in ";
+    for (const std::string& args : config_commands(dir)) expect_clean_error(run_dsa(args), args, want);
+  }
 }
 
 TEST(HostileCli, SymlinkLoopsAndFifos) {
