@@ -179,11 +179,15 @@ TEST(DeepseekV4Golden, CudaMatchesCpuShortPrompt) {
 
 // The checkpoint in the storage transformers writes (`make-tiny --seed 1 --variant transformers`:
 // FP8 wo_a, bf16/f16 small vectors, f32 norms, no MTP, trailing compress_ratios entry) against
-// transformers reading those same files; same bounds. The golden files come from
-// scripts/gpu/make_variant_goldens.sh (needs torch + transformers 5.17); without them the tests
-// say so and skip. That dsa reads the variant exactly as the release form is
-// tests/loader/test_variants.cpp.
-void check_variant_golden(const std::string& name) {
+// transformers reading those same files (scripts/gpu/make_variant_goldens.sh; torch 2.15 +
+// transformers 5.17 on the CPU, 2026-12-01; loading_info clean, its o_a_proj equal to the FP8
+// dequantization). transformers reads the variant and its release form bit-identically, as dsa
+// does (tests/loader/test_variants.cpp), so what is left is dsa against transformers on this
+// model. Measured on the CPU: long prompt 276/300 + 8/8 top-1, rows 23/24, mean 0.022 (CPU
+// bounds); short prompt 22/24 + 8/8, mean 0.063, max 1.21, rows 21/24: positions 10 and 14 are
+// off by 1.21 and 1.04 (the indexer near-tie at position 10 the release checkpoint shows too),
+// every other row within 0.18 -- the near-tie bounds of the CUDA short prompt (kCuda) apply.
+void check_variant_golden(const std::string& name, const Tolerance& tol) {
   const std::string path = std::string(DSA_TEST_DATA_DIR) + "/golden/deepseek_v4/" + name + ".safetensors";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not generated yet: run scripts/gpu/make_variant_goldens.sh";
   struct Dir {  // written once, removed at exit
@@ -201,8 +205,8 @@ void check_variant_golden(const std::string& name) {
   static const Dir dir;
   auto m = model::v4::load_deepseek_v4_model(dir.path.string(), Device::cpu());
   const Golden g = load_golden(name);
-  check_against(run(*m, g), g, "transformers variant " + name, kCpu);
+  check_against(run(*m, g), g, "transformers variant " + name, tol);
 }
 
-TEST(DeepseekV4Golden, TransformersVariantShortPromptFloat32) { check_variant_golden("short_transformers"); }
-TEST(DeepseekV4Golden, TransformersVariantLongPromptFloat32) { check_variant_golden("long_transformers"); }
+TEST(DeepseekV4Golden, TransformersVariantShortPromptFloat32) { check_variant_golden("short_transformers", kCuda); }
+TEST(DeepseekV4Golden, TransformersVariantLongPromptFloat32) { check_variant_golden("long_transformers", kCpu); }
