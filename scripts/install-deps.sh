@@ -7,6 +7,11 @@
 set -euo pipefail
 required=(cmake ninja-build g++ ccache nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev googletest python3)
 optional=(libpcre2-dev libcpp-httplib-dev)
+# --fuzz: the fuzz build's compiler and sanitizer runtimes (scripts/fuzz.sh), required then.
+if [ "${1:-}" = "--fuzz" ]; then
+  required=(cmake ninja-build ccache clang libclang-rt-dev nlohmann-json3-dev libfmt-dev libpcre2-dev)
+  optional=()
+fi
 missing_of() {
   local p
   for p in "$@"; do
@@ -37,7 +42,7 @@ for m in ('openai', 'prometheus_client'):
   pip_install || pip_install --user || pip_install --break-system-packages ||
     echo "install-deps: could not pip install ${py_missing[*]}; the Python server tests will be skipped" >&2
 }
-mapfile -t missing < <(missing_of "${required[@]}" "${optional[@]}")
+mapfile -t missing < <(missing_of "${required[@]}" "${optional[@]+"${optional[@]}"}")
 if [ ${#missing[@]} -eq 0 ]; then
   python_deps
   exit 0
@@ -50,7 +55,7 @@ fi
 echo "install-deps: installing ${missing[*]}"
 mapfile -t need < <(missing_of "${required[@]}")
 [ ${#need[@]} -eq 0 ] || install "${need[@]}"
-for p in $(missing_of "${optional[@]}"); do
+for p in $(missing_of "${optional[@]+"${optional[@]}"}"); do
   install "$p" || echo "install-deps: optional package $p could not be installed; building without it" >&2
 done
 python_deps

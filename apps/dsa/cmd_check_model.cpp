@@ -1,15 +1,18 @@
-// `dsa check-model --model DIR [--device cpu|cuda[:N]] [--no-progress]`: reads config.json, validates
-// the checkpoint against the model's weight spec (missing / wrong / unknown tensors), loads the
-// weights in their checkpoint formats (memory-mapped on the CPU, copied to the GPU with
-// --device cuda) and reports the load time.
+// `dsa check-model --model DIR [--device cpu|cuda[:N]] [--no-progress] [--scan-seconds S]`: reads
+// config.json (the same reader and checks as every other command), validates the checkpoint
+// against the model's weight spec (missing / wrong / unknown tensors), loads the weights in their
+// checkpoint formats (memory-mapped on the CPU, copied to the GPU with --device cuda), reports
+// the load time, and scans the stored tensors for NaN / Inf for up to --scan-seconds (default
+// 60). Exit code 1 when a tensor holds non-finite values.
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "cli_args.h"
 #include "commands.h"
 #include "dsa/model/checkpoint_load.h"
+#include "dsa/model/config.h"
+#include "dsa/model/weight_scan.h"
 
 namespace dsa::cli {
 namespace {
@@ -17,25 +20,27 @@ namespace {
 struct Args {
   std::string model, device = "cpu";
   bool no_progress = false;
+  double scan_seconds = 60;
 };
 
 void run(const Args& a) {
+  DSA_CHECK(a.scan_seconds >= 0, "--scan-seconds must be >= 0, got {}", a.scan_seconds);
   LoadOptions o;
   o.device = parse_device(a.device);
   o.progress = !a.no_progress;
-  const auto cfg = read_config_json(a.model);
-  const std::string type =
-      cfg.is_object() && cfg.contains("model_type") && cfg["model_type"].is_string() ? cfg["model_type"].get<std::string>() : "";
-  LoadedWeights w;
-  if (type == "deepseek_v4")
-    w = load_deepseek_v4(a.model, o);
-  else if (type == "glm_moe_dsa")
-    w = load_glm5(a.model, o);
-  else
-    fail("{}/config.json: model_type '{}' is not deepseek_v4 or glm_moe_dsa", a.model, type);
-  std::printf("%s (%s): %zu tensors, %.1f MiB on %s in %.2f s (%.2f GB/s)\n%s", a.model.c_str(), type.c_str(),
-              w.tensors.size(), w.bytes / 1048576.0, o.device.str().c_str(), w.seconds,
-              w.seconds > 0 ? w.bytes / w.seconds / 1e9 : 0.0, w.report.summary().c_str());
+  const model::ModelConfig cfg = model::load_model_config(a.model);
+  const LoadedWeights w = load_model_weights(a.model, cfg, o);
+  std::printf("%s (%s): %zu tensors, %.1f MiB on %s in %.2f s (%.2f GB/s)\n%s", a.model.c_str(),
+              std::string(model::arch_name(cfg.arch)).c_str(), w.tensors.size(), w.bytes / 1048576.0,
+              o.device.str().c_str(), w.seconds, w.seconds > 0 ? w.bytes / w.seconds / 1e9 : 0.0,
+              w.report.summary().c_str());
+  // The stored tensors, as the files hold them (host mappings, whatever --device says).
+  const Checkpoint ckpt = Checkpoint::open(a.model);
+  std::vector<std::pair<std::string, Tensor>> stored;
+  for (const auto& n : ckpt.names()) stored.emplace_back(n, ckpt.get(n));
+  const WeightScanReport scan = scan_non_finite(stored, a.scan_seconds);
+  std::printf("%s", scan.summary().c_str());
+  if (!scan.bad.empty()) set_exit_code(1);
 }
 
 const bool registered = add_command([](CLI::App& app) {
@@ -44,6 +49,8 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--model", a->model, "Checkpoint directory (config.json + safetensors)")->required();
   cmd->add_option("--device", a->device, "cpu (default), cuda or cuda:N");
   cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
+  cmd->add_option("--scan-seconds", a->scan_seconds, "Time bound of the NaN / Inf scan of the stored tensors (0: no scan)")
+      ->capture_default_str();
   cmd->callback([a] { run(*a); });
 });
 

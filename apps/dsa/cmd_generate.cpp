@@ -44,6 +44,15 @@ struct Args {
   size_t kv_cache_memory = 0;
 };
 
+// Greedy choice; a NaN / Inf logit (broken weights or arithmetic) is an error, not token 0.
+int32_t argmax(const float* p, int64_t n, int step) {
+  if (const int64_t bad = engine::first_non_finite(p, n); bad >= 0)
+    fail("generate: step {}: the model produced a non-finite logit ({} for token id {}): broken weights or "
+         "arithmetic (`dsa check-model` scans the weights for NaN / Inf)",
+         step, p[bad], bad);
+  return engine::argmax_token(p, n);
+}
+
 // Loads the tuning cache, tunes what it lacks (unless --no-tune), installs the active tuning.
 // Runs before the model is loaded: the tuner's buffers (paged caches, one layer of experts) are
 // freed before the weights take the memory. Limits: one sequence, steps of up to the prompt
@@ -86,12 +95,12 @@ std::vector<int32_t> generate_showing_logits(model::CausalLM& lm, const std::vec
     b.positions.push_back(static_cast<int64_t>(i));
   }
   Tensor logits = session.forward(b);
-  std::vector<int32_t> out{engine::argmax_token(logits.data<float>(), V)};
+  std::vector<int32_t> out{argmax(logits.data<float>(), V, 0)};
   print_top(0, logits.data<float>(), V, a.show_top);
   for (int i = 1; i < a.max_tokens; ++i) {
     engine::ForwardBatch d{{out.back()}, {id}, {static_cast<int64_t>(prompt.size() + out.size() - 1)}};
     logits = session.forward(d);
-    out.push_back(engine::argmax_token(logits.data<float>(), V));
+    out.push_back(argmax(logits.data<float>(), V, i));
     print_top(i, logits.data<float>(), V, a.show_top);
   }
   return out;

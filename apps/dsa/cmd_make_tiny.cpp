@@ -6,15 +6,19 @@
 // are powers of two only with --pow2-scales, else the twin is within 2^-8 relative per weight).
 // `--preset flash|pro|glm-5.1 [--layers N] [--fast-fill]` writes the real shapes instead (for
 // load-time measurements; a few layers are enough: V4-Flash is ~3.4 GiB per layer).
+// `--variant transformers [--canonical]`: the storage forms transformers writes where they differ
+// from the release files, or (--canonical) the same values in the release forms
+// (checkpoint_tiny.h: TinyOptions::variant).
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
-#include "dsa/model/checkpoint.h"
+#include "dsa/core/error.h"
+#include "dsa/model/checkpoint_load.h"
 #include "dsa/model/checkpoint_tiny.h"
+#include "dsa/model/config.h"
 
 namespace dsa::cli {
 namespace {
@@ -28,6 +32,8 @@ struct Args {
   std::string preset = "tiny";
   int64_t layers = 0;
   bool fast_fill = false;
+  std::string variant;
+  bool canonical = false;
 };
 
 void run(const Args& a) {
@@ -40,18 +46,19 @@ void run(const Args& a) {
   o.preset = a.preset;
   o.layers = a.layers;
   o.fast_fill = a.fast_fill;
+  o.variant = a.variant;
+  o.variant_canonical = a.canonical;
+  DSA_CHECK(!a.canonical || !a.variant.empty(), "--canonical needs --variant");
   o.verbose = a.preset != "tiny";
   if (a.preset != "tiny") o.max_shard_bytes = uint64_t{2} << 30;
   const auto t0 = std::chrono::steady_clock::now();
   TinyCheckpoint t = make_tiny_checkpoint(o, a.out);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // Read back and check against the spec derived from the config.json just written.
-  Checkpoint c = Checkpoint::open(a.out);
-  std::ifstream in(a.out + "/config.json");
-  const auto cfg = nlohmann::json::parse(in);
-  const auto specs = a.arch == "deepseek_v4" ? weights::deepseek_v4_weight_specs(weights::deepseek_v4_dims_from_config(cfg))
-                                             : weights::glm5_weight_specs(weights::glm5_dims_from_config(cfg));
-  weights::validate(c, specs).throw_if_invalid(a.out);
+  // Read back through the loader every command uses (config.json reader, weight spec, stored
+  // forms): memory-mapped, so nothing is copied.
+  LoadOptions lo;
+  lo.progress = false;
+  (void)load_model_weights(a.out, model::load_model_config(a.out), lo);
   std::printf("wrote %s: %s %s, %zu tensors, %.2f MiB in %zu shards (seed %llu, %s) in %.2f s; validated\n",
               a.out.c_str(), a.arch.c_str(), a.preset.c_str(), t.tensors, static_cast<double>(t.bytes) / (1024.0 * 1024.0), t.shards,
               static_cast<unsigned long long>(a.seed), bf16 ? "bf16" : "fp8", secs);
@@ -76,6 +83,13 @@ const bool registered = add_command([](CLI::App& app) {
       ->check(CLI::IsMember({"tiny", "flash", "pro", "glm-5.1"}));
   cmd->add_option("--layers", a->layers, "Keep only the first N layers (presets)");
   cmd->add_flag("--fast-fill", a->fast_fill, "Cheap pseudo-random bytes instead of quantized random weights");
+  cmd->add_option("--variant", a->variant,
+                  "transformers: the storage forms of checkpoints written with transformers 5.17 (V4: no MTP layer "
+                  "but compress_ratios' trailing entry, FP8 wo_a, bf16/f16/f32 small vectors; GLM: bf16 router bias, "
+                  "FP8 weights_proj)")
+      ->check(CLI::IsMember({"transformers"}));
+  cmd->add_flag("--canonical", a->canonical,
+                "With --variant: the same values in the release storage (the checkpoint the variant must match)");
   cmd->callback([a] { run(*a); });
 });
 

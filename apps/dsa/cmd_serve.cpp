@@ -26,7 +26,6 @@
 #include <sstream>
 #include <thread>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +37,7 @@
 #include "commands.h"
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
+#include "dsa/core/regular_file.h"
 #include "dsa/core/device.h"
 #include "dsa/core/tensor.h"
 #include "dsa/model/config.h"
@@ -83,9 +83,9 @@ std::vector<std::string> split_list(const std::string& s) {
 // eos_token_id of generation_config.json (preferred) or config.json: an id or a list of ids.
 std::vector<int32_t> eos_ids(const std::string& dir) {
   for (const char* file : {"generation_config.json", "config.json"}) {
-    const auto path = std::filesystem::path(dir) / file;
-    if (!std::filesystem::exists(path)) continue;
-    const nlohmann::json j = nlohmann::json::parse(std::ifstream(path), nullptr, false);
+    const std::string path = (std::filesystem::path(dir) / file).string();
+    if (path_kind(path) == PathKind::Missing) continue;
+    const nlohmann::json j = nlohmann::json::parse(read_regular_file(path, kMaxConfigFileBytes), nullptr, false);
     if (j.is_discarded() || !j.contains("eos_token_id")) continue;
     const nlohmann::json& e = j["eos_token_id"];
     std::vector<int32_t> ids;
@@ -193,7 +193,8 @@ void run(const Args& args) {
   // The tokenizer first: a broken one is reported before the weights load.
   std::shared_ptr<Tokenizer> tok;
   const std::string tok_path = a.tokenizer.empty() ? a.model : a.tokenizer;
-  const bool have_file = !a.tokenizer.empty() || std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json");
+  const bool have_file =
+      !a.tokenizer.empty() || path_kind((std::filesystem::path(a.model) / "tokenizer.json").string()) != PathKind::Missing;
   if (a.use_tokenizer && have_file) {
     tok = Tokenizer::load(tok_path);
     log_info("tokenizer {}: {} ids", tok_path, tok->vocab_size());

@@ -61,10 +61,12 @@ def weights_fnv1a64(ckpt_dir):
     return f"{h:016x}"
 
 
-def make_tiny(dsa_bin, arch, out_dir, seed, bf16=False):
+def make_tiny(dsa_bin, arch, out_dir, seed, bf16=False, variant=None):
     cmd = [dsa_bin, "make-tiny", "--arch", arch, "--out", out_dir, "--seed", str(seed)]
     if bf16:
         cmd.append("--bf16")
+    if variant:  # e.g. "transformers": the storage forms transformers writes (dsa make-tiny --help)
+        cmd += ["--variant", variant]
     print("+", " ".join(cmd), file=sys.stderr)
     subprocess.run(cmd, check=True)
 

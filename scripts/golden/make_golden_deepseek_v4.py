@@ -11,6 +11,10 @@ layer is ignored by transformers by design). Then, per prompt: full forward, gre
 Prompts: 24 tokens (CSA layers have 6 compressed entries > index_topk 4, so the indexer chooses;
 HCA has none yet) and 300 tokens (HCA has 2 entries; the sliding window of 128 is exceeded).
 
+With --variant transformers the checkpoint is `dsa make-tiny --variant transformers` (FP8 wo_a +
+.scale, bf16/f16 small vectors, f32 norms, no MTP layer but compress_ratios' trailing entry: what
+transformers writes) and the files are <prompt>_transformers[_<dtype>].safetensors.
+
 Usage:
   python3 scripts/golden/make_golden_deepseek_v4.py --dsa build/apps/dsa/dsa            # makes the checkpoint
   python3 scripts/golden/make_golden_deepseek_v4.py --ckpt /tmp/tinyv4 [--out tests/data/golden/deepseek_v4]
@@ -27,7 +31,7 @@ import golden_common as gc  # noqa: E402
 FP4_LUT = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 
 
-def check_interpretation(model, ckpt):
+def check_interpretation(model, ckpt, variant=None):
     """Spot checks that transformers read the official files as the format defines them, using
     an independent dequantization of the raw tensors (e4m3 x 2^(e-127) per 128x128 block; MXFP4
     low nibble first x 2^(e-127) per 32 along K)."""
@@ -66,7 +70,8 @@ def check_interpretation(model, ckpt):
     m = model.model
     close(m.layers[0].self_attn.q_a_proj.weight, fp8("layers.0.attn.wq_a"), "layers.0.attn.wq_a")
     close(m.layers[1].self_attn.q_b_proj.weight, fp8("layers.1.attn.wq_b"), "layers.1.attn.wq_b")
-    close(m.layers[0].self_attn.o_a_proj.weight, raw("layers.0.attn.wo_a.weight"), "layers.0.attn.wo_a")
+    wo_a = fp8("layers.0.attn.wo_a") if variant else raw("layers.0.attn.wo_a.weight")  # the variant stores it FP8
+    close(m.layers[0].self_attn.o_a_proj.weight, wo_a, "layers.0.attn.wo_a")
     e = 3
     gu = m.layers[2].mlp.experts.gate_up_proj[e]
     close(gu, torch.cat([fp4(f"layers.2.ffn.experts.{e}.w1"), fp4(f"layers.2.ffn.experts.{e}.w3")], 0), "expert w1|w3")
@@ -84,6 +89,7 @@ def main():
     ap.add_argument("--ckpt", help="tiny checkpoint directory (else made with --dsa)")
     ap.add_argument("--dsa", help="dsa binary used to make the checkpoint when --ckpt is not given")
     ap.add_argument("--seed", type=int, default=1, help="make-tiny seed (default 1)")
+    ap.add_argument("--variant", help="with --dsa: dsa make-tiny --variant (transformers); files get _<variant>")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "../../tests/data/golden/deepseek_v4"))
     ap.add_argument("--decode-steps", type=int, default=8)
     ap.add_argument("--keep-last", type=int, default=16, help="prefill logit rows kept per prompt")
@@ -103,7 +109,7 @@ def main():
             ap.error("give --ckpt DIR or --dsa BIN")
         tmp = tempfile.TemporaryDirectory()
         ckpt = os.path.join(tmp.name, "tiny_deepseek_v4")
-        gc.make_tiny(args.dsa, "deepseek_v4", ckpt, args.seed)
+        gc.make_tiny(args.dsa, "deepseek_v4", ckpt, args.seed, variant=args.variant)
 
     whash = gc.weights_fnv1a64(ckpt)
     for dtype_name in args.dtypes.split(","):
@@ -122,8 +128,8 @@ def main():
         cfg = model.config
         print(f"loaded {ckpt} as {dtype_name}: layer_types={cfg.layer_types} mlp_layer_types={cfg.mlp_layer_types} "
               f"compress_rates={cfg.compress_rates}", file=sys.stderr)
-        check_interpretation(model, ckpt)
-        suffix = "" if dtype_name == "float32" else "_" + dtype_name
+        check_interpretation(model, ckpt, args.variant)
+        suffix = ("_" + args.variant if args.variant else "") + ("" if dtype_name == "float32" else "_" + dtype_name)
         for name, length, seed in (("short", 24, 11), ("long", 300, 12)):
             [prompt] = gc.prompts(cfg.vocab_size, seed, [length])
             tensors, selfcheck = gc.run_prompt(model, prompt, args.decode_steps, min(args.keep_last, length))
@@ -133,6 +139,7 @@ def main():
                 "torch": torch.__version__,
                 "weights_fnv1a64": whash,
                 "make_tiny_seed": args.seed,
+                "make_tiny_variant": args.variant or "",
                 "model_dtype": dtype_name,
                 "prompt": f"{name}: {length} random ids, numpy seed {seed}",
                 "loading": f"FineGrainedFP8Config(dequantize=True), {dtype_name}, eager",

@@ -38,6 +38,10 @@ no cache), for every "full" layer L:
   indexer_qres_layerL    F32 [T, q_lora_rank] its query input (q_a_layernorm(q_a_proj(x)))
 (recomputed from the indexer's inputs by a forward hook and checked against its returned indices).
 
+With --variant transformers the checkpoint is `dsa make-tiny --variant transformers` (bf16 router
+bias e_score_correction_bias, as save_pretrained writes it for a bf16 model; FP8 checkpoints also
+an FP8 indexer weights_proj) and the files are <prompt>_transformers[_<dtype>].safetensors.
+
 Usage:
   python3 scripts/golden/make_golden_glm5.py --dsa build/apps/dsa/dsa [--bf16]
   python3 scripts/golden/make_golden_glm5.py --ckpt /tmp/tinyglm [--out tests/data/golden/glm_moe_dsa]
@@ -219,6 +223,7 @@ def main():
     ap.add_argument("--dsa", help="dsa binary used to make the checkpoint when --ckpt is not given")
     ap.add_argument("--bf16", action="store_true", help="with --dsa: make a BF16 checkpoint instead of FP8")
     ap.add_argument("--seed", type=int, default=1, help="make-tiny seed (default 1)")
+    ap.add_argument("--variant", help="with --dsa: dsa make-tiny --variant (transformers); files get _<variant>")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "../../tests/data/golden/glm_moe_dsa"))
     ap.add_argument("--decode-steps", type=int, default=8)
     ap.add_argument("--keep-last", type=int, default=16)
@@ -238,7 +243,7 @@ def main():
         if not args.dsa:
             ap.error("give --ckpt DIR or --dsa BIN")
         ckpt = os.path.join(tmp.name, "tiny_glm")
-        gc.make_tiny(args.dsa, "glm_moe_dsa", ckpt, args.seed, bf16=args.bf16)
+        gc.make_tiny(args.dsa, "glm_moe_dsa", ckpt, args.seed, bf16=args.bf16, variant=args.variant)
     cfg = json.load(open(os.path.join(ckpt, "config.json")))
     fp8 = cfg.get("quantization_config", {}).get("quant_method") == "fp8"
     load_dir = ckpt
@@ -254,8 +259,8 @@ def main():
     prompts = (("short", 24, 21), ("long", 300, 22))
     assert max(n for _, n, _ in prompts) + args.decode_steps <= DENSE_TOPK
     # (variant suffix, checkpoint dir, dtypes): the dense variant runs bf16 only for its metadata.
-    variants = [("", load_dir, args.dtypes.split(","))]
-    if not args.no_dense:
+    variants = [("_" + args.variant if args.variant else "", load_dir, args.dtypes.split(","))]
+    if not args.no_dense and not args.variant:
         variants.append(("_dense", dense_dir, ["float32", "bfloat16"]))
     for variant, model_dir, dtypes in variants:
         f32_rows = {}
@@ -272,7 +277,8 @@ def main():
             suffix = variant + ("" if dtype_name == "float32" else "_" + dtype_name)
             for name, length, seed in prompts:
                 [prompt] = gc.prompts(model.config.vocab_size, seed, [length])
-                if variant and dtype_name != "float32":
+                dense = variant == "_dense"
+                if dense and dtype_name != "float32":
                     # Dense variant in bf16: only its distance to float32 is kept (metadata), on the
                     # same rows (decode teacher-forced with the float32 greedy ids).
                     ref, ref_meta = f32_rows[name]
@@ -299,13 +305,14 @@ def main():
                     "num_experts_per_tok": model.config.num_experts_per_tok,
                     "prompt": f"{name}: {length} random ids, numpy seed {seed}",
                     "loading": ("FP8 dequantized by this script (exact, fp32), " if fp8 else "")
-                    + f"{dtype_name}, eager" + (f", config {json.dumps(dense_overrides)}" if variant else ""),
+                    + f"{dtype_name}, eager" + (f", config {json.dumps(dense_overrides)}" if dense else ""),
+                    "make_tiny_variant": args.variant or "",
                     **selfcheck,
                 }
                 print(f"{name}{variant} {dtype_name}: {selfcheck}", file=sys.stderr)
                 if dtype_name == "float32" and name == "short" and not variant:
                     tensors.update(capture_indexers(model, prompt))
-                if variant and dtype_name == "float32":
+                if dense and dtype_name == "float32":
                     # The same rows with the latent stored as dsa stores it (fp8_ds_mla), teacher-forced
                     # with the float32 greedy ids: the tight reference for dsa.
                     with Fp8LatentCache(model):

@@ -1,5 +1,8 @@
 // Model configurations: built-ins against docs/model-reference.md §1, and config.json parsing in the
 // three spellings (official DeepSeek/GLM files, DeepSeek inference ModelArgs, transformers 5.17).
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -7,10 +10,15 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "common/testing.h"
 #include "dsa/core/error.h"
 #include "dsa/model/config.h"
+
+#ifndef EXPECT_HAS
+#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
+#endif
 
 using dsa::test::error_of;
 
@@ -452,9 +460,15 @@ TEST(ConfigJson, ErrorsNameFileFieldAndValue) {
   };
   EXPECT_EQ(error_of([&] { parse_model_config_json(tiny_v4("[0, 0, 4]"), "t.json"); }),
             "t.json: field 'compress_ratios' = [0,0,4]: has 3 entries, need one per layer (num_hidden_layers = 4)");
-  EXPECT_EQ(error_of([&] { parse_model_config_json(tiny_v4("[0, 0, 4, 128, 0, 0]"), "t.json"); }),
-            "t.json: field 'compress_ratios' = [0,0,4,128,0,0]: has 6 entries: expected num_hidden_layers (4) or "
-            "num_hidden_layers + MTP layers (5)");
+  // Entries beyond num_hidden_layers + num_nextn_predict_layers are ignored (with a log note).
+  EXPECT_EQ(parse_model_config_json(tiny_v4("[0, 0, 4, 128, 0, 0]"), "t.json").mtp_compress_ratios,
+            (std::vector<int>{0}));
+  auto two_mtp = tiny_v4("[0, 0, 4, 128, 0]");
+  const std::string one = "\"num_nextn_predict_layers\": 1";
+  two_mtp.replace(two_mtp.find(one), one.size(), "\"num_nextn_predict_layers\": 2");
+  EXPECT_EQ(error_of([&] { parse_model_config_json(two_mtp, "t.json"); }),
+            "t.json: field 'compress_ratios' = [0,0,4,128,0]: has 5 entries: expected num_hidden_layers (4) or "
+            "num_hidden_layers + MTP layers (6)");
   ModelConfig mtp_csa = parse_model_config_json(tiny_v4("[0, 0, 4, 128, 4]"), "t.json");
   EXPECT_EQ(mtp_csa.mtp_compress_ratios, (std::vector<int>{4}));  // counted with the csa layers
   EXPECT_EQ(mtp_csa.attention_layers()[1].num_mtp_layers, 1);
@@ -540,5 +554,100 @@ TEST(ConfigJson, LoadFromDirectoryFileAndBuiltin) {
             fmt::format("model '{}' is neither a built-in (deepseek-v4-flash, deepseek-v4-pro, glm-5.1) nor a "
                         "checkpoint directory with config.json nor a .json file",
                         missing));
+  fs::remove_all(dir);
+}
+
+// Issue 20: sizes and counts from config.json are bounded before anything is sized by them, and
+// every number outside its bound is an error naming the field and the value (config_bounds.h).
+TEST(ConfigJson, HostileNumbersAreBoundedErrors) {
+  const std::string base = R"({"model_type": "deepseek_v4", "hidden_size": 256, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "vocab_size": 512, "q_lora_rank": 128, "o_groups": 2, "o_lora_rank": 128,
+    "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128, "index_n_heads": 4,
+    "compress_ratios": [0, 4, 128, 4, 0], "num_nextn_predict_layers": 1)";
+  auto v4 = [&](const std::string& extra) { return base + extra + "}"; };
+  EXPECT_NO_THROW(parse_model_config_json(v4(""), "ok.json"));
+  auto err = [&](const std::string& extra) { return error_of([&] { parse_model_config_json(v4(extra), "h.json"); }); };
+  EXPECT_HAS(err(R"(, "rms_norm_eps": 1e400)"), "h.json: not valid JSON");
+  EXPECT_HAS(err(R"(, "rms_norm_eps": 1e400)"), "number overflow");
+  const std::string g = R"({"model_type": "glm_moe_dsa", "hidden_size": 64, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "vocab_size": 512, "q_lora_rank": 32)";
+  auto glm = [&](const std::string& extra) {
+    return error_of([&] { parse_model_config_json(g + extra + "}", "g.json"); });
+  };
+  EXPECT_NO_THROW(parse_model_config_json(g + "}", "g.json"));
+  auto v4_with = [&](const std::string& field, const std::string& value) {
+    nlohmann::json j = nlohmann::json::parse(base + "}");
+    j[field] = nlohmann::json::parse(value);
+    return error_of([&] { parse_model_config_json(j.dump(), "h.json"); });
+  };
+  EXPECT_EQ(v4_with("num_nextn_predict_layers", "-1"), "h.json: field 'num_nextn_predict_layers' = -1: must be in 0..16");
+  EXPECT_EQ(v4_with("num_nextn_predict_layers", "10000000000"),
+            "h.json: field 'num_nextn_predict_layers' = 10000000000: must be in 0..16");
+  EXPECT_EQ(v4_with("num_hidden_layers", "1000000"), "h.json: field 'num_hidden_layers' = 1000000: must be in 1..1024");
+  EXPECT_EQ(v4_with("hidden_size", "1e93"), "h.json: field 'hidden_size' = 1e+93: out of range");
+  EXPECT_EQ(v4_with("hidden_size", "4096.5"), "h.json: field 'hidden_size' = 4096.5: expected an integer");
+  EXPECT_EQ(v4_with("hidden_size", "18446744073709551615"),
+            "h.json: field 'hidden_size' = 18446744073709551615: out of range");
+  EXPECT_EQ(v4_with("hidden_size", "100000"), "h.json: field 'hidden_size' = 100000: must be in 1..65536");
+  EXPECT_EQ(v4_with("index_topk", "1000000000"), "h.json: field 'index_topk' = 1000000000: must be in 1..65536");
+  EXPECT_EQ(v4_with("hc_sinkhorn_iters", "1000000000"),
+            "h.json: field 'hc_sinkhorn_iters' = 1000000000: must be in 1..1000");
+  EXPECT_EQ(v4_with("vocab_size", "100000000"), "h.json: field 'vocab_size' = 100000000: must be in 1..16777216");
+  EXPECT_EQ(v4_with("n_routed_experts", "100000"), "h.json: field 'n_routed_experts' = 100000: must be in 1..4096");
+  EXPECT_EQ(v4_with("num_experts_per_tok", "0"),
+            "h.json: field 'num_experts_per_tok' = 0: must be in 1..n_routed_experts (8) and at most 256");
+  EXPECT_EQ(v4_with("compress_ratios", "[0, 4, 128, 4, 4294967296]"),
+            "h.json: field 'compress_ratios[4]' = 4294967296: expected an integer (32-bit)");
+  EXPECT_EQ(v4_with("partial_rotary_factor", "1e300"), "h.json: field 'partial_rotary_factor' = 1e+300: must be in (0, 1]");
+  EXPECT_EQ(v4_with("hc_eps", "0"), "h.json: field 'hc_eps' = 0: must be finite and in (0, 1]");
+  EXPECT_EQ(v4_with("routed_scaling_factor", "-1"),
+            "h.json: field 'routed_scaling_factor' = -1: must be finite and in (0, 1000000]");
+  EXPECT_EQ(v4_with("scoring_func", "\"softmax\""),
+            "h.json: field 'scoring_func' = softmax: DeepSeek-V4 routes with sqrtsoftplus scores (the only one dsa "
+            "implements for it)");
+  // check-model used to accept these (its own reader): one reader now, for every command.
+  EXPECT_EQ(glm(R"(, "num_experts_per_tok": 0)"),
+            "g.json: field 'num_experts_per_tok' = 0: must be in 1..n_routed_experts (256) and at most 256");
+  EXPECT_EQ(glm(R"(, "n_group": 0)"), "g.json: field 'n_group' = 0: must divide n_routed_experts (256)");
+  EXPECT_EQ(glm(R"(, "topk_group": 2)"), "g.json: field 'topk_group' = 2: must be in 1..n_group (1)");
+  EXPECT_EQ(glm(R"(, "rope_theta": -5)"), "g.json: field 'rope.theta' = -5: must be finite and in (0, 1000000000000]");
+  EXPECT_EQ(glm(R"(, "max_position_embeddings": 0)"),
+            "g.json: field 'max_position_embeddings' = 0: must be in 1..16777216");
+  EXPECT_EQ(glm(R"(, "num_hidden_layers": 2147483648)"),
+            "g.json: field 'num_hidden_layers' = 2147483648: must be in 1..1024");
+  // Trailing schedule entries beyond the layers present are ignored (a note in the log).
+  const auto c = parse_model_config_json(g + R"(, "indexer_types": ["full", "shared", "full", "shared", "full"]})", "g.json");
+  EXPECT_EQ(c.indexer_types.size(), 4u);
+  // Invalid UTF-8: the JSON parser refuses it (a clean error, never an exception from dump()).
+  EXPECT_HAS(error_of([] { parse_model_config_json("{\"model_type\": \"glm_moe_dsa\", \"hidden_size\": \"\xff\"}", "u.json"); }),
+             "u.json: not valid JSON");
+}
+
+// The DeepSeek-V4 release configs carry a compress_ratios entry for the MTP layer; checkpoints
+// converted without the MTP layer keep it while num_nextn_predict_layers is 0.
+TEST(ConfigJson, TrailingCompressRatioWithoutMtp) {
+  const auto c = parse_model_config_json(R"({"model_type": "deepseek_v4", "hidden_size": 8, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "vocab_size": 32, "num_nextn_predict_layers": 0,
+    "compress_ratios": [0, 0, 4, 128, 0]})", "t.json");
+  EXPECT_EQ(c.num_mtp_layers, 0);
+  EXPECT_EQ(c.compress_ratios, (std::vector<int>{0, 0, 4, 128}));
+  EXPECT_TRUE(c.mtp_compress_ratios.empty());
+}
+
+TEST(ConfigJson, LoadRefusesFifoAndSymlinkLoop) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("dsa_test_config_fifo_{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir / "fifo");
+  ASSERT_EQ(::mkfifo((dir / "fifo" / "config.json").c_str(), 0600), 0);
+  EXPECT_EQ(error_of([&] { load_model_config((dir / "fifo").string()); }),
+            (dir / "fifo" / "config.json").string() + ": is a FIFO, not a regular file");
+  fs::create_directories(dir / "loop");
+  fs::create_symlink("config.json", dir / "loop" / "config.json");
+  EXPECT_EQ(error_of([&] { load_model_config((dir / "loop").string()); }),
+            (dir / "loop" / "config.json").string() + ": cannot access: Too many levels of symbolic links");
+  fs::create_symlink("self", dir / "self");
+  EXPECT_EQ(error_of([&] { load_model_config((dir / "self").string()); }),
+            (dir / "self").string() + ": cannot access: Too many levels of symbolic links");
   fs::remove_all(dir);
 }

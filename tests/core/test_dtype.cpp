@@ -1,4 +1,4 @@
-// Exhaustive tests of the scalar conversions: every e4m3, e2m1, UE8M0 code and every bf16 value,
+// Exhaustive tests of the scalar conversions: every e4m3, e2m1, UE8M0 code and every bf16 and f16 value,
 // plus rounding checked against an independent brute-force nearest-value search.
 #include <cmath>
 #include <limits>
@@ -107,6 +107,61 @@ TEST(DType, Bf16RoundsToNearestEven) {
   EXPECT_EQ(f32_to_bf16_bits(f32_from_bits(0x3F808000u)), 0x3F80);  // tie -> even
   EXPECT_EQ(f32_to_bf16_bits(f32_from_bits(0x3F818000u)), 0x3F82);  // tie -> even (up)
   EXPECT_EQ(f32_to_bf16_bits(3.4e38f), 0x7F80);                      // rounds to inf
+}
+
+// f16: every code decodes to sign * 2^(e-15) * (1 + m/1024) (subnormals m * 2^-24), and
+// rounding of random floats equals the nearest of the two neighbouring f16 values (ties to even,
+// overflow past 65504 + half a step to inf), computed in double.
+double f16_reference(uint16_t h) {
+  const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  const double mag = e == 0 ? std::ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(1024 + m, e - 25);
+  return (h & 0x8000) ? -mag : mag;
+}
+
+TEST(DType, F16EveryValueDecodesAndRoundTrips) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const auto h = static_cast<uint16_t>(b);
+    const float v = f16_bits_to_f32(h);
+    const double ref = f16_reference(h);
+    if (std::isnan(ref)) {
+      ASSERT_TRUE(std::isnan(v)) << b;
+      ASSERT_TRUE(std::isnan(f16_bits_to_f32(f32_to_f16_bits(v)))) << b;
+      continue;
+    }
+    ASSERT_EQ(static_cast<double>(v), ref) << b;
+    ASSERT_EQ(f32_to_f16_bits(v), h) << b;
+  }
+}
+
+TEST(DType, F16RoundsToNearestEven) {
+  test::Rng rng;
+  for (int i = 0; i < 1000000; ++i) {
+    // Magnitudes across the f16 range and past it (2^-30 .. 2^18), random 24-bit mantissas.
+    const float x = std::ldexp(rng.uniform(1.f, 2.f), static_cast<int>(rng.randint(-30, 17))) *
+                    (rng.randint(0, 1) ? -1.f : 1.f);
+    const uint16_t got = f32_to_f16_bits(x);
+    // Neighbours: `lo`, the largest finite f16 magnitude <= |x| (binary search), and the next code.
+    const double ax = std::fabs(static_cast<double>(x));
+    uint16_t a = 0, b = 0x7BFF;
+    while (a < b) {
+      const auto mid = static_cast<uint16_t>((a + b + 1) / 2);
+      if (f16_reference(mid) <= ax) a = mid;
+      else b = static_cast<uint16_t>(mid - 1);
+    }
+    const auto lo = static_cast<uint16_t>((std::signbit(x) ? 0x8000 : 0) | a);
+    const uint16_t hi = static_cast<uint16_t>(lo + 1);
+    const double vl = std::fabs(f16_reference(lo));
+    const double vh = (hi & 0x7FFF) == 0x7C00 ? 65536.0 : std::fabs(f16_reference(hi));  // IEEE: overflow past the last step
+    const double dl = ax - vl, dh = vh - ax;
+    uint16_t want = dl < dh ? lo : dh < dl ? hi : ((lo & 1) ? hi : lo);
+    ASSERT_EQ(got, want) << "x = " << x;
+  }
+  EXPECT_EQ(f32_to_f16_bits(1.0f), 0x3C00);
+  EXPECT_EQ(f32_to_f16_bits(65504.0f), 0x7BFF);
+  EXPECT_EQ(f32_to_f16_bits(65519.0f), 0x7BFF);
+  EXPECT_EQ(f32_to_f16_bits(65520.0f), 0x7C00);  // tie between 65504 and the overflow step -> inf
+  EXPECT_EQ(f32_to_f16_bits(std::ldexp(1.f, -25)), 0x0000);  // half the smallest subnormal: tie -> even (0)
+  EXPECT_EQ(f32_to_f16_bits(std::ldexp(3.f, -25)), 0x0002);  // 1.5 steps: tie -> even (2)
 }
 
 TEST(DType, E2M1EveryCodeAndRounding) {

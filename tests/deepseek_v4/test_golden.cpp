@@ -28,11 +28,15 @@
 // a zero attention sink (CPU experiment) gives 16/24 rows and mean 0.083 on the short prompt.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 
 #include "common/testing.h"
 #include "dsa/engine/session.h"
+#include "dsa/model/checkpoint_tiny.h"
 #include "v4_test_util.h"
 
 using namespace dsa;
@@ -174,3 +178,37 @@ TEST(DeepseekV4Golden, CudaMatchesCpuShortPrompt) {
   for (int64_t t = 0; t < cpu.prefill.size(0); ++t) ref.prefill_top1.push_back(argmax_row(cpu.prefill, t));
   check_against(gpu, ref, "cuda vs cpu short", kCuda);
 }
+
+// The checkpoint in the storage transformers writes (`make-tiny --seed 1 --variant transformers`:
+// FP8 wo_a, bf16/f16 small vectors, f32 norms, no MTP, trailing compress_ratios entry) against
+// transformers reading those same files (scripts/gpu/make_variant_goldens.sh; torch 2.15 +
+// transformers 5.17 on the CPU, 2026-12-01; loading_info clean, its o_a_proj equal to the FP8
+// dequantization). transformers reads the variant and its release form bit-identically, as dsa
+// does (tests/loader/test_variants.cpp), so what is left is dsa against transformers on this
+// model. Measured on the CPU: long prompt 276/300 + 8/8 top-1, rows 23/24, mean 0.022 (CPU
+// bounds); short prompt 22/24 + 8/8, mean 0.063, max 1.21, rows 21/24: positions 10 and 14 are
+// off by 1.21 and 1.04 (the indexer near-tie at position 10 the release checkpoint shows too),
+// every other row within 0.18 -- the near-tie bounds of the CUDA short prompt (kCuda) apply.
+void check_variant_golden(const std::string& name, const Tolerance& tol) {
+  const std::string path = std::string(DSA_TEST_DATA_DIR) + "/golden/deepseek_v4/" + name + ".safetensors";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not generated yet: run scripts/gpu/make_variant_goldens.sh";
+  struct Dir {  // written once, removed at exit
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("dsa_v4_transformers_" + std::to_string(::getpid()));
+    Dir() {
+      TinyOptions o;
+      o.arch = "deepseek_v4";
+      o.seed = 1;
+      o.variant = "transformers";
+      make_tiny_checkpoint(o, path.string());
+    }
+    ~Dir() { std::filesystem::remove_all(path); }
+  };
+  static const Dir dir;
+  auto m = model::v4::load_deepseek_v4_model(dir.path.string(), Device::cpu());
+  const Golden g = load_golden(name);
+  check_against(run(*m, g), g, "transformers variant " + name, tol);
+}
+
+TEST(DeepseekV4Golden, TransformersVariantShortPromptFloat32) { check_variant_golden("short_transformers", kCuda); }
+TEST(DeepseekV4Golden, TransformersVariantLongPromptFloat32) { check_variant_golden("long_transformers", kCpu); }

@@ -16,7 +16,7 @@ struct TinyDir {
   std::filesystem::path path;
   // dense: config.json's index_topk = kGlm5DenseTopk and num_experts_per_tok = n_routed_experts
   // (the weights stay those of the seed).
-  TinyDir(const std::string& tag, uint64_t seed, bool fp8, bool pow2, bool dense = false) {
+  TinyDir(const std::string& tag, uint64_t seed, bool fp8, bool pow2, bool dense = false, std::string variant = "") {
     path = std::filesystem::temp_directory_path() / ("dsa_glm5_" + tag + "_" + std::to_string(::getpid()));
     std::filesystem::remove_all(path);
     TinyOptions o;
@@ -24,6 +24,7 @@ struct TinyDir {
     o.seed = seed;
     o.fp8 = fp8;
     o.pow2_scales = pow2;
+    o.variant = std::move(variant);
     make_tiny_checkpoint(o, path.string());
     if (dense) {
       const auto cfg_path = path / "config.json";
@@ -51,6 +52,12 @@ const std::string& glm5_tiny_dense_dir() {
 
 const std::string& glm5_tiny_bf16_dir() {
   static TinyDir dir("tiny_bf16", 1, false, false);
+  static const std::string s = dir.path.string();
+  return s;
+}
+
+const std::string& glm5_tiny_transformers_dir() {
+  static TinyDir dir("tiny_transformers", 1, false, false, false, "transformers");
   static const std::string s = dir.path.string();
   return s;
 }

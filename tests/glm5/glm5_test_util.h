@@ -9,6 +9,8 @@
 //    (scripts/golden/make_golden_glm5.py, DENSE_TOPK);
 //  - glm5_tiny_bf16_dir(): the BF16 twin of glm5_tiny_dir (`--dtype bf16 --seed 1`: the FP8
 //    weights dequantized and rounded to bf16);
+//  - glm5_tiny_transformers_dir(): `--bf16 --seed 1 --variant transformers` (the bf16 router bias
+//    save_pretrained writes; the *_transformers golden files, scripts/gpu/make_variant_goldens.sh);
 //  - glm5_twin_dir(fp8): the pair `--seed 3 --pow2-scales` in FP8 and BF16, whose weights are
 //    exactly equal (power-of-two block scales make every dequantized e4m3 value a bf16 value).
 #pragma once
@@ -22,5 +24,6 @@ constexpr int64_t kGlm5DenseTopk = 512;
 const std::string& glm5_tiny_dense_dir();
 
 const std::string& glm5_tiny_bf16_dir();
+const std::string& glm5_tiny_transformers_dir();
 const std::string& glm5_twin_dir(bool fp8);
 }  // namespace dsa::test

@@ -1,4 +1,5 @@
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 
@@ -175,9 +176,9 @@ TEST(CheckpointLoad, CudaCopiesKeepBytes) {
   }
 }
 
-// GLM BF16 checkpoints (no quantization_config, no weight_scale_inv) load; an FP8 checkpoint
-// whose config lost its quantization_config is read as BF16 and refused with the tensors named:
-// the e4m3 weights by dtype and the weight_scale_inv tensors as unknown.
+// GLM BF16 checkpoints (no quantization_config, no weight_scale_inv) load; so does an FP8
+// checkpoint whose config lost its quantization_config: the scale tensors present decide each
+// linear's form, not the config.
 TEST(CheckpointLoad, Glm5Bf16CheckpointAndFp8TensorsUnderABf16Config) {
   test::TempDir dir;
   TinyOptions o;
@@ -200,12 +201,21 @@ TEST(CheckpointLoad, Glm5Bf16CheckpointAndFp8TensorsUnderABf16Config) {
   cin.close();
   cfg.erase("quantization_config");
   std::ofstream(dir.file("fp8/config.json")) << cfg.dump();
-  const std::string e = error_of([&] { load_glm5(dir.file("fp8"), lo); });
-  EXPECT_HAS(e, "model.layers.0.mlp.gate_proj.weight");
-  EXPECT_HAS(e, "weight_scale_inv");
-  lo.strict = false;
-  LoadedWeights nw = load_glm5(dir.file("fp8"), lo);
-  EXPECT_NE(std::find(nw.report.unknown.begin(), nw.report.unknown.end(),
-                      "model.layers.2.mlp.experts.3.down_proj.weight_scale_inv"),
-            nw.report.unknown.end());
+  LoadedWeights f = load_glm5(dir.file("fp8"), lo, &d);
+  EXPECT_FALSE(d.fp8);  // what the config says
+  EXPECT_EQ(f.get("model.layers.2.mlp.experts.3.down_proj.weight").dtype(), DType::E4M3);
+  EXPECT_TRUE(f.has("model.layers.2.mlp.experts.3.down_proj.weight_scale_inv"));
+  EXPECT_TRUE(f.report.unknown.empty()) << f.report.summary();
+  // A scale tensor of the wrong shape is named as such.
+  Checkpoint c = Checkpoint::open(dir.file("fp8"));
+  std::vector<std::pair<std::string, Tensor>> all;
+  for (const auto& n : c.names())
+    all.emplace_back(n, n == "model.layers.0.self_attn.o_proj.weight_scale_inv" ? Tensor::zeros({1, 1}, DType::F32)
+                                                                                 : c.get(n));
+  std::filesystem::create_directories(dir.file("bad"));
+  write_safetensors(dir.file("bad/model.safetensors"), all);
+  std::ofstream(dir.file("bad/config.json")) << cfg.dump();
+  const std::string e = error_of([&] { load_glm5(dir.file("bad"), lo); });
+  EXPECT_HAS(e, "model.layers.0.self_attn.o_proj.weight_scale_inv");
+  EXPECT_HAS(e, "[1, 1]");
 }

@@ -1,4 +1,4 @@
-// The committed golden files (tests/data/golden/<arch>/{short,long}[_bfloat16].safetensors, made
+// The committed golden files (tests/data/golden/<arch>/{short,long}[_transformers][_bfloat16].safetensors, made
 // by scripts/golden/make_golden_*.py from transformers 5.17 run in float32 and in bfloat16) belong to the checkpoint that
 // `dsa make-tiny --seed 1` writes: the weights hash in their metadata must match the hash of a
 // freshly made tiny checkpoint (so a generator change cannot silently invalidate them), and their
@@ -41,16 +41,19 @@ std::string weights_fnv1a64(const Checkpoint& c) {
   return buf;
 }
 
-void check_golden(const std::string& arch, bool fp8) {
+// `variant`: "" (the release form) or a make-tiny --variant, whose files are <prompt>_<variant>[...].
+void check_golden(const std::string& arch, bool fp8, const std::string& variant = "") {
   test::TempDir dir;
   TinyOptions o;
   o.arch = arch;
   o.seed = 1;
   o.fp8 = fp8;
+  o.variant = variant;
   make_tiny_checkpoint(o, dir.str());
   const std::string hash = weights_fnv1a64(Checkpoint::open(dir.str()));
   const int64_t vocab = 512;
-  for (const char* name : {"short", "long", "short_bfloat16", "long_bfloat16"}) {
+  const std::string v = variant.empty() ? "" : "_" + variant;
+  for (const std::string name : {"short" + v, "long" + v, "short" + v + "_bfloat16", "long" + v + "_bfloat16"}) {
     SCOPED_TRACE(std::string(arch) + "/" + name);
     auto f = SafetensorsFile::open(std::string(DSA_TEST_DATA_DIR) + "/golden/" + arch + "/" + name + ".safetensors");
     EXPECT_EQ(f->metadata().at("arch"), arch);
@@ -82,3 +85,7 @@ void check_golden(const std::string& arch, bool fp8) {
 
 TEST(GoldenFiles, DeepseekV4MatchesTinyCheckpoint) { check_golden("deepseek_v4", true); }
 TEST(GoldenFiles, GlmMoeDsaMatchesTinyCheckpoint) { check_golden("glm_moe_dsa", true); }
+// The *_transformers files (scripts/gpu/make_variant_goldens.sh): V4 from the FP8 variant, GLM
+// from the BF16 one.
+TEST(GoldenFiles, DeepseekV4TransformersVariantMatchesTinyCheckpoint) { check_golden("deepseek_v4", true, "transformers"); }
+TEST(GoldenFiles, GlmMoeDsaTransformersVariantMatchesTinyCheckpoint) { check_golden("glm_moe_dsa", false, "transformers"); }

@@ -1,4 +1,6 @@
 // Malformed tokenizer files: each gives a dsa::Error naming the field (and the file).
+#include <sys/stat.h>
+
 #include <functional>
 
 #include "common/testing.h"
@@ -104,6 +106,45 @@ TEST(TokenizerErrors, MissingAndInvalidFiles) {
   EXPECT_NE(error_of([&] { Tokenizer::load(dir.path.string()); }).find("tokenizer.json does not exist"), std::string::npos);
   auto bad = dir.write("tokenizer.json", "{\"model\": ");
   EXPECT_NE(error_of([&] { Tokenizer::load(bad); }).find("is not valid JSON"), std::string::npos);
+}
+
+// Issue 20: the files of a tokenizer are regular files (a FIFO would block the load, a symlink
+// loop threw a std::filesystem exception), and ids in the file cannot size the id table beyond
+// the tokens it holds.
+TEST(TokenizerErrors, FifoSymlinkLoopAndHugeIds) {
+  DSA_REQUIRE_TOKENIZER();
+  TempDir dir;
+  const auto p = dir.path / "tokenizer.json";
+  ASSERT_EQ(::mkfifo(p.c_str(), 0600), 0);
+  EXPECT_EQ(error_of([&] { Tokenizer::load(dir.path.string()); }),
+            "tokenizer: cannot read tokenizer file " + p.string() + ": is a FIFO, not a regular file");
+  std::filesystem::remove(p);
+  std::filesystem::create_symlink("tokenizer.json", p);
+  EXPECT_EQ(error_of([&] { Tokenizer::load(dir.path.string()); }),
+            "tokenizer: " + p.string() + ": cannot access: Too many levels of symbolic links");
+  std::filesystem::remove(p);
+  // Companion files: a FIFO tokenizer_config.json is refused, not waited on.
+  dir.write("tokenizer.json", minimal().dump());
+  ASSERT_EQ(::mkfifo((dir.path / "tokenizer_config.json").c_str(), 0600), 0);
+  EXPECT_NE(error_of([&] { Tokenizer::load(dir.path.string()); }).find("is a FIFO"), std::string::npos);
+  std::filesystem::remove(dir.path / "tokenizer_config.json");
+  EXPECT_EQ(Tokenizer::load(dir.path.string())->vocab_size(), 5);
+  // A huge id in a tiny file: refused before the id table is sized by it.
+  auto j = minimal();
+  j["model"]["vocab"]["z"] = 2147483646;
+  EXPECT_NE(load_error(j).find("largest id 2147483646 for 6 tokens"), std::string::npos) << load_error(j);
+  j = minimal();
+  j["added_tokens"][0]["id"] = int64_t{1} << 40;
+  EXPECT_NE(load_error(j).find("added_tokens[0].id"), std::string::npos) << load_error(j);
+  // Fields of an unexpected JSON type are a dsa::Error too (they were nlohmann exceptions).
+  j = minimal();
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", {{{"SpecialToken", {{"id", "<s>"}}}}}},
+                         {"special_tokens", {{"<s>", {{"ids", {"x"}}}}}}};
+  EXPECT_NE(load_error(j).find("unexpected structure"), std::string::npos) << load_error(j);
+  // The text form (no companion files) loads the same tokenizer.
+  EXPECT_EQ(Tokenizer::from_json_text(minimal().dump(), "text")->encode("abc"), (std::vector<int32_t>{2, 3}));
+  EXPECT_NE(error_of([] { Tokenizer::from_json_text("{", "text"); }).find("text is not valid JSON"), std::string::npos);
 }
 
 TEST(TokenizerErrors, WithoutPcre2LoadSaysSo) {

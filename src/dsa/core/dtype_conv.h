@@ -1,4 +1,4 @@
-// Exact scalar conversions between fp32 and the engine's storage formats: bf16, fp8 e4m3 (fn),
+// Exact scalar conversions between fp32 and the engine's storage formats: bf16, f16, fp8 e4m3 (fn),
 // fp4 e2m1 (MXFP4 value set) and UE8M0 exponent bytes. One definition serves host and device
 // code, so the CPU reference and the CUDA kernels round identically. All rounding is
 // round-to-nearest-even (rintf uses the default rounding mode, which is RNE on both sides).
@@ -43,6 +43,30 @@ DSA_HD uint16_t f32_to_bf16_bits(float x) {
 }
 DSA_HD float bf16_bits_to_f32(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
 DSA_HD float round_to_bf16(float x) { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }
+
+// ---- f16 (IEEE binary16; checkpoints may store small vectors in it) -----------------------
+DSA_HD float f16_bits_to_f32(uint16_t h) {  // exact
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+  if (exp == 0x1Fu) return f32_from_bits(sign | 0x7F800000u | (man << 13));  // inf, NaN
+  if (exp == 0) {                                                            // zero, subnormal: man * 2^-24
+    const float v = static_cast<float>(man) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  return f32_from_bits(sign | ((exp + 112u) << 23) | (man << 13));
+}
+DSA_HD uint16_t f32_to_f16_bits(float x) {  // round to nearest even; overflow to inf
+  const uint32_t u = f32_bits(x);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return sign | 0x7E00u;   // quiet NaN
+  if (a >= 0x477FF000u) return sign | 0x7C00u;  // >= 65520 rounds past 65504
+  if (a < 0x38800000u)                          // below 2^-14: subnormal grid of 2^-24 (exact scaling)
+    return sign | static_cast<uint16_t>(rintf(f32_from_bits(a) * 16777216.0f));
+  uint32_t r = a - 0x38000000u;  // rebias the exponent (127 -> 15)
+  r += 0xFFFu + ((r >> 13) & 1u);
+  return sign | static_cast<uint16_t>(r >> 13);
+}
 
 // ---- fp8 e4m3 (fn: no inf, S.1111.111 is NaN, max 448) -----------------------------------
 constexpr float kE4M3Max = 448.0f;

@@ -10,6 +10,12 @@
 
 namespace dsa::engine {
 
+int64_t first_non_finite(const float* logits, int64_t vocab) {
+  for (int64_t i = 0; i < vocab; ++i)
+    if (!std::isfinite(logits[i])) return i;
+  return -1;
+}
+
 int32_t argmax_token(const float* logits, int64_t vocab) {
   DSA_CHECK(vocab > 0, "argmax_token: empty logits row");
   int64_t best = -1;

@@ -14,6 +14,10 @@
 
 namespace dsa::engine {
 
+// Index of the first NaN or Inf in logits[0..vocab), or -1 when all are finite. A non-finite
+// logit means broken weights or arithmetic: the engine fails that request with an error.
+int64_t first_non_finite(const float* logits, int64_t vocab);
+
 // Index of the largest value (lowest index on ties; NaN never wins). Throws when every value is NaN.
 int32_t argmax_token(const float* logits, int64_t vocab);
 

@@ -11,6 +11,7 @@
 
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
+#include "dsa/core/regular_file.h"
 
 namespace dsa {
 
@@ -18,34 +19,45 @@ namespace fs = std::filesystem;
 
 namespace {
 
-nlohmann::json read_json_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  DSA_CHECK(in, "{}: cannot open", p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", p.string(), e.what());
-  }
-}
-
 // A shard name from an index must be a plain file name in the checkpoint directory.
-void check_shard_name(const fs::path& index, const std::string& tensor, const std::string& file) {
+void check_shard_name(const std::string& index, const std::string& tensor, const std::string& file) {
   DSA_CHECK(!file.empty() && file.find('/') == std::string::npos && file.find('\\') == std::string::npos &&
-                file != "." && file != "..",
-            "{}: weight_map entry '{}' names file '{}', which is not a plain file name in the directory",
-            index.string(), tensor, file);
+                file != "." && file != ".." && file.find('\0') == std::string::npos,
+            "{}: weight_map entry '{}' names file '{}', which is not a plain file name in the directory", index,
+            tensor, file);
 }
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> parse_checkpoint_index(std::string_view text,
+                                                                         const std::string& label) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON: {}", label, e.what());
+  }
+  DSA_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(),
+            "{}: field 'weight_map' (an object tensor -> file) is missing", label);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    DSA_CHECK(it.value().is_string(), "{}: weight_map entry '{}' must be a file name string, got {}", label,
+              it.key(), it.value().dump(-1, ' ', true, nlohmann::json::error_handler_t::replace).substr(0, 80));
+    std::string file = it.value().get<std::string>();
+    check_shard_name(label, it.key(), file);
+    out.emplace_back(it.key(), std::move(file));
+  }
+  return out;
+}
+
 Checkpoint Checkpoint::open(const std::string& path) {
   Checkpoint c;
   fs::path p(path);
-  DSA_CHECK(fs::exists(p), "checkpoint path {} does not exist", path);
+  // path_kind() follows symlinks and turns a loop or an unreadable path into an error naming it.
+  const PathKind kind = path_kind(path);
+  DSA_CHECK(kind != PathKind::Missing, "checkpoint path {} does not exist", path);
   auto add_file = [&](const fs::path& f) {
-    c.files_.push_back(SafetensorsFile::open(f.string()));
+    c.files_.push_back(SafetensorsFile::open(f.string()));  // regular files only
     return c.files_.size() - 1;
   };
   auto add_all_entries = [&](size_t fi) {
@@ -56,35 +68,29 @@ Checkpoint Checkpoint::open(const std::string& path) {
     }
   };
 
-  if (fs::is_regular_file(p)) {
+  if (kind == PathKind::Regular) {
     c.dir_ = p.parent_path().string();
     add_all_entries(add_file(p));
     return c;
   }
-  DSA_CHECK(fs::is_directory(p), "checkpoint path {} is neither a directory nor a file", path);
+  DSA_CHECK(kind == PathKind::Directory, "checkpoint path {} is neither a directory nor a regular file", path);
   c.dir_ = p.string();
 
   const fs::path index = p / "model.safetensors.index.json";
-  if (fs::exists(index)) {
-    nlohmann::json j = read_json_file(index);
-    DSA_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(),
-              "{}: field 'weight_map' (an object tensor -> file) is missing", index.string());
+  if (path_kind(index.string()) != PathKind::Missing) {
+    const auto weight_map = parse_checkpoint_index(read_regular_file(index.string(), kMaxIndexFileBytes), index.string());
     std::map<std::string, size_t> file_idx;
-    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-      DSA_CHECK(it.value().is_string(), "{}: weight_map entry '{}' must be a file name string, got {}",
-                index.string(), it.key(), it.value().dump());
-      const std::string file = it.value().get<std::string>();
-      check_shard_name(index, it.key(), file);
+    for (const auto& [tensor, file] : weight_map) {
       if (!file_idx.count(file)) {
-        DSA_CHECK(fs::exists(p / file), "{}: tensor '{}' is mapped to file '{}', which does not exist in {}",
-                  index.string(), it.key(), file, path);
+        DSA_CHECK(path_kind((p / file).string()) != PathKind::Missing,
+                  "{}: tensor '{}' is mapped to file '{}', which does not exist in {}", index.string(), tensor, file,
+                  path);
         file_idx[file] = add_file(p / file);
       }
       const size_t fi = file_idx[file];
-      const SafetensorsEntry* e = c.files_[fi]->header().find(it.key());
-      DSA_CHECK(e, "{}: tensor '{}' is mapped to file '{}', which does not contain it", index.string(), it.key(),
-                file);
-      c.where_.emplace(it.key(), Loc{fi, e});
+      const SafetensorsEntry* e = c.files_[fi]->header().find(tensor);
+      DSA_CHECK(e, "{}: tensor '{}' is mapped to file '{}', which does not contain it", index.string(), tensor, file);
+      c.where_.emplace(tensor, Loc{fi, e});
     }
     // Tensors in shards but not in the index: visible, reported.
     for (size_t fi = 0; fi < c.files_.size(); ++fi)
@@ -99,16 +105,18 @@ Checkpoint Checkpoint::open(const std::string& path) {
     return c;
   }
 
-  if (fs::exists(p / "model.safetensors")) {
+  if (path_kind((p / "model.safetensors").string()) != PathKind::Missing) {
     add_all_entries(add_file(p / "model.safetensors"));
     return c;
   }
   std::vector<fs::path> all;
-  for (const auto& de : fs::directory_iterator(p))
-    if (de.is_regular_file() && de.path().extension() == ".safetensors") all.push_back(de.path());
+  std::error_code ec;
+  for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".safetensors") all.push_back(it->path());
+  DSA_CHECK(!ec, "{}: cannot list the directory: {}", path, ec.message());
   std::sort(all.begin(), all.end());
   DSA_CHECK(!all.empty(), "{}: no model.safetensors.index.json, model.safetensors or *.safetensors file", path);
-  for (const auto& f : all) add_all_entries(add_file(f));
+  for (const auto& f : all) add_all_entries(add_file(f));  // a non-regular *.safetensors is an error naming it
   return c;
 }
 

@@ -48,6 +48,11 @@ class Checkpoint {
   std::vector<std::string> unindexed_;
 };
 
+// The weight_map of a `model.safetensors.index.json` (text; `label` names it in errors) as
+// (tensor, shard file) pairs; every file must be a plain file name in the directory.
+std::vector<std::pair<std::string, std::string>> parse_checkpoint_index(std::string_view text,
+                                                                         const std::string& label);
+
 // Writes tensors as a sharded checkpoint: files `model-0000k-of-0000n.safetensors` of at most
 // `max_shard_bytes` each (a larger tensor gets a shard of its own) plus
 // `model.safetensors.index.json` ({"metadata": {"total_size"}, "weight_map"}). Tensors keep the

@@ -5,17 +5,16 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "dsa/core/dtype_conv.h"
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
+#include "dsa/model/config_bounds.h"
+#include "dsa/model/weight_forms.h"
 #include "dsa/model/weights/from_model_config.h"
 
 namespace dsa {
@@ -69,19 +68,6 @@ const Tensor& LoadedWeights::get(std::string_view name) const {
   return it->second;
 }
 
-nlohmann::json read_config_json(const std::string& dir) {
-  const auto p = std::filesystem::path(dir) / "config.json";
-  std::ifstream in(p);
-  DSA_CHECK(in, "{}: cannot open", p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", p.string(), e.what());
-  }
-}
-
 TensorSet tensor_set(const Checkpoint& ckpt) {
   TensorSet s;
   for (const auto& n : ckpt.names()) {
@@ -105,6 +91,8 @@ TensorSet deepseek_v4_official_view(const Checkpoint& ckpt, std::vector<std::str
     if (std::regex_match(n, m, fused)) {
       Tensor t = ckpt.get(n);
       DSA_CHECK(t.dim() == 3, "{} ({}): fused expert tensor must be 3-D [E][out][in], got {}", n, file, t.str());
+      DSA_CHECK(t.size(0) <= model::bounds::kMaxExperts, "{} ({}): {} experts (at most {} supported)", n, file,
+                t.size(0), model::bounds::kMaxExperts);
       const std::string layer = m[1];
       for (int64_t e = 0; e < t.size(0); ++e) {
         const std::string base = fmt::format("layers.{}.ffn.experts.{}.", layer, e);
@@ -143,10 +131,16 @@ weights::ValidationReport validate(const TensorSet& set, const std::vector<weigh
     }
     const Tensor& t = it->second;
     if (!s.accepts(t.dtype()) || t.shape() != s.shape) {
-      std::string want(dtype_name(s.dtype));
-      for (DType a : s.also) want += fmt::format(" or {}", dtype_name(a));
-      r.mismatched.push_back(fmt::format("{} (in {}): expected {} {}, got {} {}", s.name, set.origin.at(s.name), want,
-                                         shape_str(s.shape), dtype_name(t.dtype()), shape_str(t.shape())));
+      std::string form;
+      if (s.linear && s.linear->forms.size() > 1) {
+        form = " (stored forms accepted: ";
+        for (size_t i = 0; i < s.linear->forms.size(); ++i)
+          form += fmt::format("{}{}", i ? ", " : "", weights::linear_kind_name(s.linear->forms[i]));
+        form += ")";
+      }
+      r.mismatched.push_back(fmt::format("{} (in {}): expected {} {}, got {} {}{}", s.name, set.origin.at(s.name),
+                                         weights::accepted_dtypes_str(s), shape_str(s.shape), dtype_name(t.dtype()),
+                                         shape_str(t.shape()), form));
     }
   }
   for (const auto& [n, _] : set.tensors)
@@ -154,11 +148,14 @@ weights::ValidationReport validate(const TensorSet& set, const std::vector<weigh
   return r;
 }
 
-LoadedWeights load_weights(const TensorSet& set, const std::vector<weights::WeightSpec>& specs, const LoadOptions& opt,
-                           const std::string& label) {
+LoadedWeights load_weights(const TensorSet& in, const std::vector<weights::WeightSpec>& listed,
+                           const LoadOptions& opt, const std::string& label) {
   const auto t0 = std::chrono::steady_clock::now();
   LoadedWeights w;
-  w.report = validate(set, specs);
+  // Each linear in the form the checkpoint stores it (weight_forms.h), then validation of what
+  // is stored, then conversion of what the model does not read as stored.
+  const std::vector<weights::WeightSpec> stored = resolve_linear_forms(in, listed);
+  w.report = validate(in, stored);
   if (opt.strict) w.report.throw_if_invalid(label);
   if (!w.report.unknown.empty()) {
     std::string list;
@@ -166,6 +163,8 @@ LoadedWeights load_weights(const TensorSet& set, const std::vector<weights::Weig
     if (w.report.unknown.size() > 8) list += ", ...";
     log_warn("{}: {} tensors are not part of the model and are not used: {}", label, w.report.unknown.size(), list);
   }
+  TensorSet set = in;  // views: copying the set copies no data
+  const std::vector<weights::WeightSpec> specs = convert_for_model(set, stored);
   uint64_t total = 0;
   for (const auto& s : specs)
     if (auto it = set.tensors.find(s.name); it != set.tensors.end()) total += it->second.nbytes();
@@ -185,8 +184,26 @@ LoadedWeights load_weights(const TensorSet& set, const std::vector<weights::Weig
   return w;
 }
 
+namespace {
+
+// Before listing the expected tensors (a name per expert and layer: a config.json claiming 1000
+// layers of 4096 experts would list 12 M names), compare the count the config implies with the
+// tensors present.
+void check_expert_count(const std::string& dir, int64_t moe_layers, int64_t experts, size_t present) {
+  const int64_t need = moe_layers * experts * 3;  // at least one weight per expert projection
+  DSA_CHECK(need <= static_cast<int64_t>(present),
+            "{}: config.json describes {} MoE layers of {} experts ({} expert weights), but the checkpoint holds "
+            "only {} tensors: config.json does not belong to these weights",
+            dir, moe_layers, experts, need, present);
+}
+
+}  // namespace
+
 LoadedWeights load_deepseek_v4(const std::string& dir, const LoadOptions& opt, weights::DeepseekV4Dims* dims_out) {
-  return load_deepseek_v4(dir, weights::deepseek_v4_dims_from_config(read_config_json(dir)), opt, dims_out);
+  const model::ModelConfig cfg = model::load_model_config(dir);
+  DSA_CHECK(cfg.arch == model::Arch::DeepseekV4, "{}: config.json describes a {} model, not deepseek_v4", dir,
+            model::arch_name(cfg.arch));
+  return load_deepseek_v4(dir, weights::deepseek_v4_dims(cfg), opt, dims_out);
 }
 
 LoadedWeights load_deepseek_v4(const std::string& dir, weights::DeepseekV4Dims dims, const LoadOptions& opt,
@@ -197,52 +214,44 @@ LoadedWeights load_deepseek_v4(const std::string& dir, weights::DeepseekV4Dims d
   if (official_layout) {
     set = tensor_set(ckpt);
   } else {
-    // transformers layout: official view; transformers does not save MTP layers.
+    // transformers layout: official view; transformers does not save MTP layers. Stored forms
+    // (bf16 or quantized, any float dtype of small vectors) are resolved in load_weights.
     std::vector<std::string> unmapped;
     set = deepseek_v4_official_view(ckpt, &unmapped);
     for (const auto& n : unmapped) {
       set.tensors.emplace(n, ckpt.get(n));  // reported as unknown by the validator
       set.origin.emplace(n, ckpt.file_of(n).path());
     }
-    // Formats follow the tensors: transformers saves dequantized (BF16) weights even when its
-    // config still says expert_dtype "fp4".
-    if (auto it = set.tensors.find("layers.0.attn.wq_a.weight"); it != set.tensors.end())
-      dims.fp8 = it->second.dtype() == DType::E4M3;
-    if (auto it = set.tensors.find("layers.0.ffn.experts.0.w1.weight"); it != set.tensors.end())
-      dims.fp4_experts = it->second.dtype() == DType::I8 || it->second.dtype() == DType::U8;
     if (dims.mtp_layers > 0 && !set.tensors.count("mtp.0.e_proj.weight")) {
       log_warn("{}: transformers-layout checkpoint without MTP weights; MTP disabled", dir);
       dims.mtp_layers = 0;
       dims.compress_ratios.resize(static_cast<size_t>(dims.layers));
     }
   }
+  check_expert_count(dir, dims.layers + dims.mtp_layers, dims.experts, set.tensors.size());
   const auto specs = weights::deepseek_v4_weight_specs(dims);
-  if (!official_layout) {
-    // transformers may save its fp32-kept parameters (mHC, sinks, position biases, routing bias)
-    // in bf16; the model reads them as F32, so widen them here (exact).
-    for (const auto& sp : specs) {
-      auto it = set.tensors.find(sp.name);
-      if (sp.dtype != DType::F32 || it == set.tensors.end() || it->second.dtype() != DType::BF16) continue;
-      Tensor src = it->second.contiguous(), f = Tensor::empty(src.shape(), DType::F32);
-      for (int64_t i = 0; i < src.numel(); ++i) f.data<float>()[i] = bf16_bits_to_f32(src.data<uint16_t>()[i]);
-      it->second = f;
-      set.origin[sp.name] += " (bf16 widened to f32)";
-    }
-  }
   if (dims_out) *dims_out = dims;
   return load_weights(set, specs, opt, dir);
 }
 
 LoadedWeights load_glm5(const std::string& dir, const LoadOptions& opt, weights::Glm5Dims* dims_out) {
-  const auto dims = weights::glm5_dims_from_config(read_config_json(dir));
+  const model::ModelConfig cfg = model::load_model_config(dir);
+  DSA_CHECK(cfg.arch == model::Arch::GlmMoeDsa, "{}: config.json describes a {} model, not glm_moe_dsa", dir,
+            model::arch_name(cfg.arch));
+  const auto dims = weights::glm5_dims(cfg);
   if (dims_out) *dims_out = dims;
-  return load_weights(tensor_set(Checkpoint::open(dir)), weights::glm5_weight_specs(dims), opt, dir);
+  return load_glm5(dir, dims, opt);
+}
+
+LoadedWeights load_glm5(const std::string& dir, const weights::Glm5Dims& dims, const LoadOptions& opt) {
+  TensorSet set = tensor_set(Checkpoint::open(dir));
+  check_expert_count(dir, dims.layers - dims.first_dense + dims.mtp_layers, dims.experts, set.tensors.size());
+  return load_weights(set, weights::glm5_weight_specs(dims), opt, dir);
 }
 
 LoadedWeights load_model_weights(const std::string& dir, const model::ModelConfig& config, const LoadOptions& opt) {
   if (config.arch == model::Arch::DeepseekV4) return load_deepseek_v4(dir, weights::deepseek_v4_dims(config), opt);
-  return load_weights(tensor_set(Checkpoint::open(dir)), weights::glm5_weight_specs(weights::glm5_dims(config)), opt,
-                      dir);
+  return load_glm5(dir, weights::glm5_dims(config), opt);
 }
 
 }  // namespace dsa

@@ -53,18 +53,19 @@ weights::ValidationReport validate(const TensorSet& set, const std::vector<weigh
 LoadedWeights load_weights(const TensorSet& set, const std::vector<weights::WeightSpec>& specs,
                            const LoadOptions& opt, const std::string& label);
 
-// config.json + checkpoint directory -> validated weights, for each model. DeepSeek-V4 accepts
-// the official layout and transformers' layout (detected from the tensor names).
+// config.json (model::load_model_config: the one reader and validator of config.json) +
+// checkpoint directory -> validated weights, for each model. DeepSeek-V4 accepts the official
+// layout and transformers' layout (detected from the tensor names). Every linear may be stored in
+// any form its spec accepts and small vectors in any float dtype (weight_forms.h).
 LoadedWeights load_deepseek_v4(const std::string& dir, const LoadOptions& opt = {},
                                weights::DeepseekV4Dims* dims_out = nullptr);
 LoadedWeights load_glm5(const std::string& dir, const LoadOptions& opt = {}, weights::Glm5Dims* dims_out = nullptr);
+LoadedWeights load_glm5(const std::string& dir, const weights::Glm5Dims& dims, const LoadOptions& opt);
 // With the numbers given (dims_out: as adjusted for the layout found, e.g. MTP absent).
 LoadedWeights load_deepseek_v4(const std::string& dir, weights::DeepseekV4Dims dims, const LoadOptions& opt,
                                weights::DeepseekV4Dims* dims_out = nullptr);
 // For the engine: the weights of `config` (model::ModelConfig, parsed from the same directory's
 // config.json or a built-in) from checkpoint directory `dir`.
 LoadedWeights load_model_weights(const std::string& dir, const model::ModelConfig& config, const LoadOptions& opt = {});
-
-nlohmann::json read_config_json(const std::string& dir);
 
 }  // namespace dsa

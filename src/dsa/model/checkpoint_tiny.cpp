@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -268,12 +269,17 @@ void quantize_mxfp4(const std::vector<float>& w, int64_t out, int64_t in, Tensor
 }
 
 // Values for a non-linear tensor, chosen by its role (name) so that the model is well behaved.
-void fill_other(Gen& g, const WeightSpec& s, Tensor& t, int64_t n_experts) {
+// `round`: values are first rounded to this dtype (BF16 / F16; F32 = none), so that a tensor
+// stored wider holds exactly the values of its narrower twin (make-tiny variants).
+void fill_other(Gen& g, const WeightSpec& s, Tensor& t, int64_t n_experts, DType round = DType::F32) {
   const int64_t n = t.numel();
   auto set = [&](auto fn) {
     for (int64_t i = 0; i < n; ++i) {
-      const float v = fn(i);
+      float v = fn(i);
+      if (round == DType::BF16) v = round_to_bf16(v);
+      if (round == DType::F16) v = f16_bits_to_f32(f32_to_f16_bits(v));
       if (t.dtype() == DType::F32) t.data<float>()[i] = v;
+      else if (t.dtype() == DType::F16) t.data<uint16_t>()[i] = f32_to_f16_bits(v);
       else t.data<uint16_t>()[i] = f32_to_bf16_bits(v);
     }
   };
@@ -352,6 +358,31 @@ void fast_fill(Fast& f, const WeightSpec& s, Tensor& t, int64_t n_experts, Gen& 
 
 }  // namespace
 
+namespace {
+
+// `--variant transformers`: the dtype a small tensor has in a checkpoint written by transformers
+// 5.17 (its fp32 parameters saved in bf16 or f16, norms in f32 where the release has bf16), or
+// nullopt where it keeps the release dtype. One of each kind is enough to test the loader.
+std::optional<DType> transformers_storage(const std::string& arch, const WeightSpec& s) {
+  if (arch == "deepseek_v4") {
+    if (ends_with(s.name, "attn_sink") || ends_with(s.name, "ffn.gate.bias")) return DType::BF16;
+    if (ends_with(s.name, "_base")) return DType::F16;
+    if (ends_with(s.name, "norm.weight")) return DType::F32;
+    return std::nullopt;
+  }
+  if (ends_with(s.name, "e_score_correction_bias")) return DType::BF16;  // save_pretrained of a bf16 model
+  return std::nullopt;
+}
+
+// Linears transformers' FP8 quantizer stores quantized although the release keeps them in bf16:
+// DeepSeek-V4's wo_a (o_a_proj) always; GLM's indexer weights_proj in FP8 checkpoints.
+bool transformers_quantizes(const std::string& arch, bool fp8, const std::string& name) {
+  if (arch == "deepseek_v4") return ends_with(name, ".attn.wo_a.weight");
+  return fp8 && ends_with(name, ".indexer.weights_proj.weight");
+}
+
+}  // namespace
+
 TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& dir) {
   TinyCheckpoint out;
   std::vector<WeightSpec> specs, fp8_specs;  // fp8_specs: the same model's FP8 layout
@@ -359,6 +390,7 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
   if (opt.arch == "deepseek_v4") {
     auto d = opt.preset == "tiny" ? tiny_deepseek_v4_dims() : preset_deepseek_v4_dims(opt.preset);
     if (opt.layers > 0) d.layers = opt.layers;
+    if (!opt.variant.empty()) d.mtp_layers = 0;  // transformers saves no MTP layer
     d.compress_ratios.resize(static_cast<size_t>(d.layers));
     for (int64_t m = 0; m < d.mtp_layers; ++m) d.compress_ratios.push_back(0);
     if (opt.preset != "tiny") d.hash_layers = std::min(d.hash_layers, d.layers);
@@ -370,6 +402,8 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
     const bool tiny = opt.preset == "tiny";
     out.config = deepseek_v4_config_json(d, tiny ? 4 : (opt.preset == "pro" ? 1024 : 512), 128,
                                          opt.preset == "pro" ? 2.5 : 1.5);
+    // The release config's entry for the MTP layer stays although the layer is gone.
+    if (!opt.variant.empty() && !opt.variant_canonical) out.config["compress_ratios"].push_back(0);
     n_experts = d.experts;
   } else if (opt.arch == "glm_moe_dsa") {
     auto d = opt.preset == "tiny" ? tiny_glm5_dims() : preset_glm5_dims(opt.preset);
@@ -386,6 +420,34 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
     n_experts = d.experts;
   } else {
     fail("make-tiny: unknown arch '{}' (expected deepseek_v4 or glm_moe_dsa)", opt.arch);
+  }
+
+  // --variant transformers: other storage of some tensors (transformers_storage); with
+  // variant_canonical the same values in the release storage instead.
+  std::map<std::string, DType> round_to;     // value rounding of a tensor stored wider
+  std::map<std::string, DType> fp8_twin;      // BF16 weight holding its FP8 twin's values (name -> scale dtype)
+  if (!opt.variant.empty()) {
+    DSA_CHECK(opt.variant == "transformers", "make-tiny: unknown variant '{}' (transformers)", opt.variant);
+    std::vector<WeightSpec> written;
+    for (const WeightSpec& sp : specs) {
+      WeightSpec w = sp;
+      w.linear.reset();
+      if (auto t = transformers_storage(opt.arch, sp)) {
+        round_to[sp.name] = sp.dtype == DType::F32 ? *t : sp.dtype;
+        if (!opt.variant_canonical) w.dtype = *t;
+      } else if (transformers_quantizes(opt.arch, opt.fp8, sp.name)) {
+        const weights::LinearKind k =
+            opt.arch == "deepseek_v4" ? weights::LinearKind::Fp8Ue8m0 : weights::LinearKind::Fp8F32Inv;
+        if (opt.variant_canonical) {
+          fp8_twin[sp.name] = k == weights::LinearKind::Fp8Ue8m0 ? DType::E8M0 : DType::F32;
+        } else {
+          weights::add_linear(written, sp.name.substr(0, sp.name.size() - 7), sp.shape[0], sp.shape[1], k);
+          continue;
+        }
+      }
+      written.push_back(std::move(w));
+    }
+    specs = std::move(written);
   }
 
   // Units: a quantized weight with its scale, or a single tensor; kept in spec order so the
@@ -412,7 +474,6 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
   // layout takes that FP8 weight's dequantized values (name -> its scale dtype). The FP8 layout
   // lists the same tensors in the same order plus scales (generated with their weights, drawing
   // nothing), so both draw the same random stream and describe the same model.
-  std::map<std::string, DType> fp8_twin;
   if (!opt.fp8) {
     std::map<std::string, const WeightSpec*> fp8_by_name;
     for (const auto& s : fp8_specs) fp8_by_name[s.name] = &s;
@@ -472,7 +533,7 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
         else if (twin != fp8_twin.end())  // draws the same numbers as the FP8 unit would
           bf16_twin_of_fp8(random_matrix(g, s.shape[0], s.shape[1]), s, twin->second, opt.pow2_scales, t);
         else
-          fill_other(g, s, t, n_experts);
+          fill_other(g, s, t, n_experts, round_to.count(s.name) ? round_to[s.name] : DType::F32);
         part.emplace_back(s.name, t);
       }
     }

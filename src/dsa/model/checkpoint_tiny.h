@@ -40,6 +40,17 @@ struct TinyOptions {
   bool pow2_scales = false;
   bool fp4_experts = true;   // V4 only
   uint64_t max_shard_bytes = 4u << 20;  // several shards even for a tiny model
+  // "transformers": the storage forms of checkpoints written with transformers 5.17 where they
+  // differ from the release files (loader tests): DeepSeek-V4 without the MTP layer
+  // (num_nextn_predict_layers 0) but with compress_ratios' trailing MTP entry, wo_a FP8 + UE8M0
+  // .scale, attn_sink / gate.bias bf16, hc_*_base f16, norms f32; GLM e_score_correction_bias
+  // bf16 and, FP8 checkpoints, indexer weights_proj FP8 + weight_scale_inv. Values are drawn as
+  // for the release form and rounded where the variant's storage is narrower.
+  std::string variant;
+  // With `variant`: the same values in the release storage (no trailing compress_ratios entry,
+  // wo_a / weights_proj as the bf16 of their FP8 values, small tensors in their release dtype):
+  // the checkpoint the variant must be equivalent to.
+  bool variant_canonical = false;
 };
 
 struct TinyCheckpoint {

@@ -2,13 +2,13 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "dsa/core/error.h"
+#include "dsa/core/regular_file.h"
+#include "dsa/model/config_bounds.h"
 
 namespace dsa::model {
 
@@ -22,42 +22,71 @@ void require(bool ok, const ModelConfig& c, std::string_view field, const V& val
   if (!ok) fail("{}: field '{}' = {}: {}", c.name, field, value, why);
 }
 
+// An integer field within [lo, hi] (bounds from config_bounds.h).
+void in_range(const ModelConfig& c, std::string_view field, int64_t v, int64_t lo, int64_t hi) {
+  require(v >= lo && v <= hi, c, field, v, fmt::format("must be in {}..{}", lo, hi));
+}
+
+// A finite real in (0, hi] (or [0, hi] when zero_ok).
+void positive(const ModelConfig& c, std::string_view field, double v, double hi, bool zero_ok = false) {
+  require(std::isfinite(v) && (zero_ok ? v >= 0 : v > 0) && v <= hi, c, field, v,
+          fmt::format("must be finite and in {}{}, {}]", zero_ok ? "[" : "(", 0, hi));
+}
+
 void validate_rope(const ModelConfig& c, const RopeConfig& r, std::string_view field) {
-  require(r.theta > 0, c, fmt::format("{}.theta", field), r.theta, "must be > 0");
+  positive(c, fmt::format("{}.theta", field), r.theta, bounds::kMaxRopeTheta);
   require(r.type == "default" || r.type == "yarn", c, fmt::format("{}.type", field), r.type,
           "must be 'default' or 'yarn'");
   if (r.type == "yarn") {
-    require(r.factor > 0, c, fmt::format("{}.factor", field), r.factor, "YaRN factor must be > 0");
-    require(r.original_max_position > 0, c, fmt::format("{}.original_max_position_embeddings", field),
-            r.original_max_position, "YaRN needs the original context length");
+    positive(c, fmt::format("{}.factor", field), r.factor, bounds::kMaxScale);
+    in_range(c, fmt::format("{}.original_max_position_embeddings", field), r.original_max_position, 1,
+             bounds::kMaxPositions);
+    require(std::isfinite(r.beta_fast) && std::isfinite(r.beta_slow) && std::abs(r.beta_fast) <= bounds::kMaxScale &&
+                std::abs(r.beta_slow) <= bounds::kMaxScale,
+            c, fmt::format("{}.beta_fast/beta_slow", field), fmt::format("{}/{}", r.beta_fast, r.beta_slow),
+            fmt::format("must be finite, at most {} in magnitude", bounds::kMaxScale));
+    positive(c, fmt::format("{}.attention_factor", field), r.attention_factor, bounds::kMaxScale);
   }
 }
 
 }  // namespace
 
 void ModelConfig::validate() const {
+  namespace b = bounds;
   const ModelConfig& c = *this;
-  require(hidden_size > 0, c, "hidden_size", hidden_size, "must be > 0");
-  require(num_layers > 0, c, "num_hidden_layers", num_layers, "must be > 0");
-  require(num_mtp_layers >= 0, c, "num_nextn_predict_layers", num_mtp_layers, "must be >= 0");
-  require(num_heads > 0, c, "num_attention_heads", num_heads, "must be > 0");
-  require(vocab_size > 0, c, "vocab_size", vocab_size, "must be > 0");
-  require(rms_norm_eps > 0, c, "rms_norm_eps", rms_norm_eps, "must be > 0");
-  require(head_dim > 0, c, "head_dim", head_dim, "must be > 0");
+  in_range(c, "hidden_size", hidden_size, 1, b::kMaxHidden);
+  in_range(c, "num_hidden_layers", num_layers, 1, b::kMaxLayers);
+  in_range(c, "num_nextn_predict_layers", num_mtp_layers, 0, b::kMaxMtpLayers);
+  in_range(c, "num_attention_heads", num_heads, 1, b::kMaxHeads);
+  in_range(c, "num_key_value_heads", num_kv_heads, 1, b::kMaxHeads);
+  in_range(c, "vocab_size", vocab_size, 1, b::kMaxVocab);
+  in_range(c, "max_position_embeddings", max_position_embeddings, 1, b::kMaxPositions);
+  positive(c, "rms_norm_eps", rms_norm_eps, 1.0);
+  in_range(c, "head_dim", head_dim, 1, b::kMaxHeadDim);
+  in_range(c, "qk_nope_head_dim", qk_nope_head_dim, 0, b::kMaxHeadDim);
   require(qk_rope_head_dim > 0 && qk_rope_head_dim <= head_dim && qk_rope_head_dim % 2 == 0, c, "qk_rope_head_dim",
           qk_rope_head_dim, fmt::format("must be even and in 1..head_dim ({})", head_dim));
   require(head_dim == qk_nope_head_dim + qk_rope_head_dim, c, "head_dim", head_dim,
           fmt::format("must equal qk_nope_head_dim ({}) + qk_rope_head_dim ({})", qk_nope_head_dim, qk_rope_head_dim));
-  require(q_lora_rank > 0, c, "q_lora_rank", q_lora_rank, "must be > 0");
-  require(n_routed_experts > 0, c, "n_routed_experts", n_routed_experts, "must be > 0");
-  require(num_experts_per_tok > 0 && num_experts_per_tok <= n_routed_experts, c, "num_experts_per_tok",
-          num_experts_per_tok, fmt::format("must be in 1..n_routed_experts ({})", n_routed_experts));
-  require(n_shared_experts >= 0, c, "n_shared_experts", n_shared_experts, "must be >= 0");
-  require(moe_intermediate_size > 0, c, "moe_intermediate_size", moe_intermediate_size, "must be > 0");
-  require(routed_scaling_factor > 0, c, "routed_scaling_factor", routed_scaling_factor, "must be > 0");
-  require(index_n_heads > 0, c, "index_n_heads", index_n_heads, "must be > 0");
-  require(index_head_dim > 0, c, "index_head_dim", index_head_dim, "must be > 0");
-  require(index_topk > 0, c, "index_topk", index_topk, "must be > 0");
+  in_range(c, "v_head_dim", v_head_dim, 1, b::kMaxHeadDim);
+  in_range(c, "q_lora_rank", q_lora_rank, 1, b::kMaxRank);
+  in_range(c, "n_routed_experts", n_routed_experts, 1, b::kMaxExperts);
+  require(num_experts_per_tok > 0 && num_experts_per_tok <= n_routed_experts &&
+              num_experts_per_tok <= b::kMaxExpertsPerTok,
+          c, "num_experts_per_tok", num_experts_per_tok,
+          fmt::format("must be in 1..n_routed_experts ({}) and at most {}", n_routed_experts, b::kMaxExpertsPerTok));
+  in_range(c, "n_shared_experts", n_shared_experts, 0, b::kMaxSharedExperts);
+  in_range(c, "moe_intermediate_size", moe_intermediate_size, 1, b::kMaxIntermediate);
+  positive(c, "routed_scaling_factor", routed_scaling_factor, b::kMaxScale);
+  positive(c, "swiglu_limit", swiglu_limit, b::kMaxScale, /*zero_ok=*/true);
+  require(topk_method == "noaux_tc", c, "topk_method", topk_method, "dsa routes with noaux_tc only");
+  require(n_group >= 1 && n_group <= n_routed_experts && n_routed_experts % n_group == 0, c, "n_group", n_group,
+          fmt::format("must divide n_routed_experts ({})", n_routed_experts));
+  require(topk_group >= 1 && topk_group <= n_group, c, "topk_group", topk_group,
+          fmt::format("must be in 1..n_group ({})", n_group));
+  in_range(c, "index_n_heads", index_n_heads, 1, b::kMaxHeads);
+  in_range(c, "index_head_dim", index_head_dim, 1, b::kMaxHeadDim);
+  in_range(c, "index_topk", index_topk, 1, b::kMaxIndexTopk);
   validate_rope(c, rope, "rope");
 
   require(quant.method == "none" || quant.method == "fp8", c, "quantization_config.quant_method", quant.method,
@@ -66,8 +95,10 @@ void ModelConfig::validate() const {
     require(quant.fmt == "e4m3", c, "quantization_config.fmt", quant.fmt, "only e4m3 is supported");
     require(quant.scale_fmt == "ue8m0" || quant.scale_fmt == "float32", c, "quantization_config.scale_fmt",
             quant.scale_fmt, "supported: ue8m0, float32");
-    require(quant.block_n > 0 && quant.block_k > 0, c, "quantization_config.weight_block_size",
-            fmt::format("[{}, {}]", quant.block_n, quant.block_k), "both must be > 0");
+    require(quant.block_n > 0 && quant.block_k > 0 && quant.block_n <= b::kMaxQuantBlock &&
+                quant.block_k <= b::kMaxQuantBlock,
+            c, "quantization_config.weight_block_size", fmt::format("[{}, {}]", quant.block_n, quant.block_k),
+            fmt::format("both must be in 1..{}", b::kMaxQuantBlock));
   }
   require(quant.expert_dtype == "fp8" || quant.expert_dtype == "fp4" || quant.expert_dtype == "bf16", c,
           "expert_dtype", quant.expert_dtype, "supported: fp8, fp4, bf16");
@@ -75,6 +106,8 @@ void ModelConfig::validate() const {
   if (arch == Arch::DeepseekV4) {
     require(v_head_dim == head_dim, c, "v_head_dim", v_head_dim,
             fmt::format("DeepSeek-V4 uses the same 512-wide latent as K and V: must equal head_dim ({})", head_dim));
+    require(scoring_func == "sqrtsoftplus", c, "scoring_func", scoring_func,
+            "DeepSeek-V4 routes with sqrtsoftplus scores (the only one dsa implements for it)");
     require(static_cast<int>(compress_ratios.size()) == num_layers, c, "compress_ratios",
             fmt::format("{} entries", compress_ratios.size()),
             fmt::format("need one per layer (num_hidden_layers = {})", num_layers));
@@ -86,20 +119,22 @@ void ModelConfig::validate() const {
       require(r == 0 || r == 4 || r == 128, c, fmt::format("compress_ratios[{}]", i), r,
               "must be 0 (sliding), 4 (CSA) or 128 (HCA)");
     }
-    require(sliding_window > 0, c, "sliding_window", sliding_window, "must be > 0");
+    in_range(c, "sliding_window", sliding_window, 1, b::kMaxSlidingWindow);
     // The grouped output projection splits the concatenated heads [H * head_dim] into o_groups.
-    require(o_groups > 0 && (num_heads * head_dim) % o_groups == 0, c, "o_groups", o_groups,
-            fmt::format("must divide num_attention_heads * head_dim ({})", num_heads * head_dim));
-    require(o_lora_rank > 0, c, "o_lora_rank", o_lora_rank, "must be > 0");
-    require(hc_mult > 0, c, "hc_mult", hc_mult, "must be > 0");
-    require(hc_sinkhorn_iters > 0, c, "hc_sinkhorn_iters", hc_sinkhorn_iters, "must be > 0");
-    require(hc_eps > 0, c, "hc_eps", hc_eps, "must be > 0");
+    require(o_groups > 0 && o_groups <= b::kMaxOGroups && (int64_t{num_heads} * head_dim) % o_groups == 0, c,
+            "o_groups", o_groups,
+            fmt::format("must divide num_attention_heads * head_dim ({})", int64_t{num_heads} * head_dim));
+    in_range(c, "o_lora_rank", o_lora_rank, 1, b::kMaxRank);
+    in_range(c, "hc_mult", hc_mult, 1, b::kMaxHcMult);
+    in_range(c, "hc_sinkhorn_iters", hc_sinkhorn_iters, 1, b::kMaxSinkhornIters);
+    positive(c, "hc_eps", hc_eps, 1.0);
     require(num_hash_layers >= 0 && num_hash_layers <= num_layers, c, "num_hash_layers", num_hash_layers,
             fmt::format("must be in 0..num_hidden_layers ({})", num_layers));
     validate_rope(c, compress_rope, "compress_rope");
   } else {
-    require(kv_lora_rank > 0, c, "kv_lora_rank", kv_lora_rank, "must be > 0");
-    require(v_head_dim > 0, c, "v_head_dim", v_head_dim, "must be > 0");
+    in_range(c, "kv_lora_rank", kv_lora_rank, 1, b::kMaxRank);
+    require(scoring_func == "sigmoid", c, "scoring_func", scoring_func,
+            "GLM-5 routes with sigmoid scores (the only one dsa implements for it)");
     require(static_cast<int>(indexer_types.size()) == num_layers, c, "indexer_types",
             fmt::format("{} entries", indexer_types.size()),
             fmt::format("need one per layer (num_hidden_layers = {})", num_layers));
@@ -111,6 +146,7 @@ void ModelConfig::validate() const {
             "the first layer must run the indexer ('shared' reuses a previous full layer's top-k)");
     require(first_k_dense_replace >= 0 && first_k_dense_replace <= num_layers, c, "first_k_dense_replace",
             first_k_dense_replace, fmt::format("must be in 0..num_hidden_layers ({})", num_layers));
+    in_range(c, "intermediate_size", intermediate_size, 0, b::kMaxIntermediate);
     require(first_k_dense_replace == 0 || intermediate_size > 0, c, "intermediate_size", intermediate_size,
             "dense layers need intermediate_size > 0");
   }
@@ -176,16 +212,14 @@ ModelConfig load_model_config(const std::string& name_or_path) {
   if (is_builtin_model(name_or_path)) return builtin_model_config(name_or_path);
   namespace fs = std::filesystem;
   fs::path p(name_or_path);
-  std::error_code ec;
-  if (fs::is_directory(p, ec)) p /= "config.json";
-  if (!fs::is_regular_file(p, ec))
+  // path_kind follows symlinks; a loop or an unreadable path is an error naming it.
+  if (path_kind(p.string()) == PathKind::Directory) p /= "config.json";
+  const PathKind k = path_kind(p.string());
+  if (k == PathKind::Missing)
     fail("model '{}' is neither a built-in ({}) nor a checkpoint directory with config.json nor a .json file",
          name_or_path, fmt::join(builtin_model_names(), ", "));
-  std::ifstream f(p, std::ios::binary);
-  DSA_CHECK(f.good(), "{}: cannot open for reading", p.string());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_model_config_json(ss.str(), p.string());
+  // read_regular_file refuses a FIFO or device in place of config.json, and bounds the size.
+  return parse_model_config_json(read_regular_file(p.string(), kMaxConfigFileBytes), p.string());
 }
 
 }  // namespace dsa::model

@@ -12,6 +12,7 @@
 // V4-Flash and GLM-5 values); the shape-defining fields are required. Errors name the file, the
 // field and its value.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -21,13 +22,23 @@
 #include <nlohmann/json.hpp>
 
 #include "dsa/core/error.h"
+#include "dsa/core/log.h"
 #include "dsa/model/config.h"
+#include "dsa/model/config_bounds.h"
 
 namespace dsa::model {
 
 namespace {
 
 using json = nlohmann::json;
+
+// A JSON value for an error message: invalid UTF-8 replaced (dump() would throw on it) and
+// long values cut, so that a hostile file cannot make the message itself fail or explode.
+std::string show(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 200) s = s.substr(0, 197) + "...";
+  return s;
+}
 
 class Fields {
  public:
@@ -38,7 +49,7 @@ class Fields {
   std::string path(std::string_view name) const { return prefix_ + std::string(name); }
 
   [[noreturn]] void bad(std::string_view name, const json& v, std::string_view why) const {
-    fail("{}: field '{}' = {}: {}", source_, path(name), v.dump(), why);
+    fail("{}: field '{}' = {}: {}", source_, path(name), show(v), why);
   }
 
   // The first of `names` that is present and not null; when two aliases are both present they
@@ -51,20 +62,29 @@ class Fields {
       if (!hit) {
         hit.emplace(std::string(n), &*it);
       } else if (*hit->second != *it) {
-        fail("{}: fields '{}' = {} and '{}' = {} disagree", source_, path(hit->first), hit->second->dump(), path(n),
-             it->dump());
+        fail("{}: fields '{}' = {} and '{}' = {} disagree", source_, path(hit->first), show(*hit->second), path(n),
+             show(*it));
       }
     }
     return hit;
   }
 
+  // An integer (an integral float such as 4.0 too). Values outside int64 are an error, never a
+  // cast (a float-to-integer conversion out of range is undefined behaviour).
   std::optional<int64_t> opt_int(std::initializer_list<std::string_view> names) const {
     auto h = find(names);
     if (!h) return std::nullopt;
     const json& v = *h->second;
+    if (v.is_number_unsigned()) {
+      if (v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) bad(h->first, v, "out of range");
+      return static_cast<int64_t>(v.get<uint64_t>());
+    }
     if (v.is_number_integer()) return v.get<int64_t>();
-    if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())))
-      return static_cast<int64_t>(v.get<double>());
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (!(std::fabs(d) < 0x1p62)) bad(h->first, v, "out of range");
+      if (d == std::trunc(d)) return static_cast<int64_t>(d);
+    }
     bad(h->first, v, "expected an integer");
   }
   int64_t req_int(std::initializer_list<std::string_view> names) const {
@@ -72,15 +92,29 @@ class Fields {
     if (!v) missing(names);
     return *v;
   }
+  // Integers stored as int: outside int32 is "out of range" here; the sane bounds of each field
+  // are ModelConfig::validate()'s (config_bounds.h).
   int int_or(std::initializer_list<std::string_view> names, int def) const {
+    auto h = find(names);
     auto v = opt_int(names);
     if (!v) return def;
-    if (*v < INT32_MIN || *v > INT32_MAX) bad(*names.begin(), json(*v), "out of range");
+    if (*v < INT32_MIN || *v > INT32_MAX) bad(h->first, *h->second, "out of range");
     return static_cast<int>(*v);
   }
   int req_int32(std::initializer_list<std::string_view> names) const {
     auto v = req_int(names);
-    if (v < 0 || v > INT32_MAX) bad(*names.begin(), json(v), "out of range");
+    if (v < 0 || v > INT32_MAX) bad(find(names)->first, *find(names)->second, "out of range");
+    return static_cast<int>(v);
+  }
+  // A count that sizes lists while parsing (layers): checked against [lo, hi] at once.
+  int count_or(std::initializer_list<std::string_view> names, int def, int lo, int hi, bool required = false) const {
+    auto h = find(names);
+    if (!h) {
+      if (required) missing(names);
+      return def;
+    }
+    const int64_t v = *opt_int(names);
+    if (v < lo || v > hi) bad(h->first, *h->second, fmt::format("must be in {}..{}", lo, hi));
     return static_cast<int>(v);
   }
   std::optional<double> opt_double(std::initializer_list<std::string_view> names) const {
@@ -121,8 +155,10 @@ class Fields {
     std::vector<int> out;
     for (size_t i = 0; i < h->second->size(); ++i) {
       const json& e = (*h->second)[i];
-      if (!e.is_number_integer()) bad(fmt::format("{}[{}]", h->first, i), e, "expected an integer");
-      out.push_back(e.get<int>());
+      if (!e.is_number_integer() || (e.is_number_unsigned() && e.get<uint64_t>() > INT32_MAX) ||
+          (!e.is_number_unsigned() && (e.get<int64_t>() < INT32_MIN || e.get<int64_t>() > INT32_MAX)))
+        bad(fmt::format("{}[{}]", h->first, i), e, "expected an integer (32-bit)");
+      out.push_back(static_cast<int>(e.get<int64_t>()));
     }
     return std::make_pair(h->first, out);
   }
@@ -187,7 +223,7 @@ void read_quant(const Fields& f, ModelConfig& c) {
 
 void parse_deepseek_v4(const Fields& f, ModelConfig& c) {
   c.hidden_size = f.req_int32({"hidden_size", "dim"});
-  c.num_layers = f.req_int32({"num_hidden_layers", "n_layers"});
+  c.num_layers = f.count_or({"num_hidden_layers", "n_layers"}, 0, 1, bounds::kMaxLayers, /*required=*/true);
   c.num_heads = f.req_int32({"num_attention_heads", "n_heads"});
   c.vocab_size = f.req_int32({"vocab_size"});
   c.num_kv_heads = f.int_or({"num_key_value_heads"}, 1);
@@ -195,10 +231,11 @@ void parse_deepseek_v4(const Fields& f, ModelConfig& c) {
   c.rms_norm_eps = f.double_or({"rms_norm_eps", "norm_eps"}, 1e-6);
   c.tie_word_embeddings = f.bool_or({"tie_word_embeddings"}, false);
   c.head_dim = f.int_or({"head_dim"}, 512);
-  if (auto r = f.opt_int({"qk_rope_head_dim", "rope_head_dim"})) {
-    c.qk_rope_head_dim = static_cast<int>(*r);
+  if (f.find({"qk_rope_head_dim", "rope_head_dim"})) {
+    c.qk_rope_head_dim = f.int_or({"qk_rope_head_dim", "rope_head_dim"}, 64);
   } else if (auto p = f.opt_double({"partial_rotary_factor"})) {
-    c.qk_rope_head_dim = static_cast<int>(c.head_dim * *p);
+    if (!(*p > 0 && *p <= 1)) f.bad("partial_rotary_factor", json(*p), "must be in (0, 1]");
+    c.qk_rope_head_dim = static_cast<int>(c.head_dim * *p);  // as transformers: int(head_dim * factor)
   } else {
     c.qk_rope_head_dim = 64;
   }
@@ -226,7 +263,7 @@ void parse_deepseek_v4(const Fields& f, ModelConfig& c) {
                                         {"heavily_compressed_attention", f.int_or({"compress_rate_hca"}, 128)}};
     if (auto cr = f.opt_object({"compress_rates"})) {
       for (const char* k : {"compressed_sparse_attention", "heavily_compressed_attention"})
-        if (auto v = cr->opt_int({k})) rates[k] = static_cast<int>(*v);
+        rates[k] = cr->int_or({k}, rates[k]);
     }
     for (size_t i = 0; i < lt->second.size(); ++i) {
       auto it = rates.find(lt->second[i]);
@@ -239,17 +276,25 @@ void parse_deepseek_v4(const Fields& f, ModelConfig& c) {
   } else {
     f.missing({"compress_ratios", "layer_types"});
   }
-  auto mtp = f.opt_int({"num_nextn_predict_layers", "n_mtp_layers"});
   if (static_cast<int>(ratios.size()) < c.num_layers)
     f.bad(ratios_field, json(ratios),
           fmt::format("has {} entries, need one per layer (num_hidden_layers = {})", ratios.size(), c.num_layers));
-  int extra = static_cast<int>(ratios.size()) - c.num_layers;
-  c.num_mtp_layers = mtp ? static_cast<int>(*mtp) : extra;
+  const int extra = static_cast<int>(ratios.size()) - c.num_layers;
+  // The official files carry one trailing entry per MTP layer; without num_nextn_predict_layers
+  // those entries are the MTP count.
+  c.num_mtp_layers = f.count_or({"num_nextn_predict_layers", "n_mtp_layers"}, std::min(extra, bounds::kMaxMtpLayers),
+                                0, bounds::kMaxMtpLayers);
   c.compress_ratios.assign(ratios.begin(), ratios.begin() + c.num_layers);
   if (extra == 0) {
     c.mtp_compress_ratios.assign(c.num_mtp_layers, 0);  // MTP layers are sliding-only
-  } else if (extra == c.num_mtp_layers) {
-    c.mtp_compress_ratios.assign(ratios.begin() + c.num_layers, ratios.end());
+  } else if (extra >= c.num_mtp_layers) {
+    c.mtp_compress_ratios.assign(ratios.begin() + c.num_layers, ratios.begin() + c.num_layers + c.num_mtp_layers);
+    // Release configs keep the MTP layer's entry even where a conversion dropped the MTP layer
+    // (num_nextn_predict_layers 0): entries beyond the layers present are not used.
+    if (extra > c.num_mtp_layers)
+      log_info("{}: {} has {} entries; the {} beyond num_hidden_layers ({}) + num_nextn_predict_layers ({}) are "
+               "ignored",
+               f.source(), ratios_field, ratios.size(), extra - c.num_mtp_layers, c.num_layers, c.num_mtp_layers);
   } else {
     f.bad(ratios_field, json(ratios),
           fmt::format("has {} entries: expected num_hidden_layers ({}) or num_hidden_layers + MTP layers ({})",
@@ -270,8 +315,8 @@ void parse_deepseek_v4(const Fields& f, ModelConfig& c) {
   c.topk_group = f.int_or({"topk_group"}, 1);
   c.norm_topk_prob = f.bool_or({"norm_topk_prob"}, true);
   c.swiglu_limit = f.double_or({"swiglu_limit"}, 10.0);
-  if (auto h = f.opt_int({"num_hash_layers", "n_hash_layers"})) {
-    c.num_hash_layers = static_cast<int>(*h);
+  if (f.find({"num_hash_layers", "n_hash_layers"})) {
+    c.num_hash_layers = f.int_or({"num_hash_layers", "n_hash_layers"}, 0);
   } else if (auto m = f.opt_string_list({"mlp_layer_types"})) {
     c.num_hash_layers = 0;
     while (c.num_hash_layers < static_cast<int>(m->second.size()) && m->second[c.num_hash_layers] == "hash_moe")
@@ -319,11 +364,11 @@ void parse_deepseek_v4(const Fields& f, ModelConfig& c) {
 
 void parse_glm_moe_dsa(const Fields& f, ModelConfig& c) {
   c.hidden_size = f.req_int32({"hidden_size"});
-  c.num_layers = f.req_int32({"num_hidden_layers"});
+  c.num_layers = f.count_or({"num_hidden_layers"}, 0, 1, bounds::kMaxLayers, /*required=*/true);
   c.num_heads = f.req_int32({"num_attention_heads"});
   c.vocab_size = f.req_int32({"vocab_size"});
   c.num_kv_heads = f.int_or({"num_key_value_heads"}, c.num_heads);
-  c.num_mtp_layers = f.int_or({"num_nextn_predict_layers"}, 0);
+  c.num_mtp_layers = f.count_or({"num_nextn_predict_layers"}, 0, 0, bounds::kMaxMtpLayers);
   c.max_position_embeddings = f.opt_int({"max_position_embeddings"}).value_or(202752);
   c.rms_norm_eps = f.double_or({"rms_norm_eps"}, 1e-5);
   c.tie_word_embeddings = f.bool_or({"tie_word_embeddings"}, false);
@@ -345,8 +390,10 @@ void parse_glm_moe_dsa(const Fields& f, ModelConfig& c) {
   c.index_topk = f.int_or({"index_topk"}, 2048);
 
   // indexer_types > index_topk_pattern ("FSS..." or list) > index_topk_freq / index_skip_topk_offset.
+  std::string types_field;
   if (auto it = f.opt_string_list({"indexer_types"})) {
     c.indexer_types = it->second;
+    types_field = it->first;
   } else if (auto p = f.find({"index_topk_pattern"})) {
     const json& v = *p->second;
     if (v.is_string()) {
@@ -357,11 +404,18 @@ void parse_glm_moe_dsa(const Fields& f, ModelConfig& c) {
     } else if (auto l = f.opt_string_list({"index_topk_pattern"})) {
       c.indexer_types = l->second;
     }
+    types_field = p->first;
   } else {
     int freq = std::max(f.int_or({"index_topk_freq"}, 1), 1);
     int offset = f.int_or({"index_skip_topk_offset"}, 2);
     for (int i = 0; i < c.num_layers; ++i)
-      c.indexer_types.push_back(std::max(i - offset + 1, 0) % freq == 0 ? "full" : "shared");
+      c.indexer_types.push_back(std::max(int64_t{i} - offset + 1, int64_t{0}) % freq == 0 ? "full" : "shared");
+  }
+  // As for DeepSeek-V4's compress_ratios: entries beyond the layers present are not used.
+  if (static_cast<int>(c.indexer_types.size()) > c.num_layers) {
+    log_info("{}: {} has {} entries; the {} beyond num_hidden_layers ({}) are ignored", f.source(), types_field,
+             c.indexer_types.size(), c.indexer_types.size() - c.num_layers, c.num_layers);
+    c.indexer_types.resize(static_cast<size_t>(c.num_layers));
   }
 
   c.n_routed_experts = f.int_or({"n_routed_experts", "num_experts"}, 256);
@@ -369,8 +423,8 @@ void parse_glm_moe_dsa(const Fields& f, ModelConfig& c) {
   c.n_shared_experts = f.int_or({"n_shared_experts"}, 1);
   c.moe_intermediate_size = f.int_or({"moe_intermediate_size"}, 2048);
   c.intermediate_size = f.int_or({"intermediate_size"}, 12288);
-  if (auto k = f.opt_int({"first_k_dense_replace"})) {
-    c.first_k_dense_replace = static_cast<int>(*k);
+  if (f.find({"first_k_dense_replace"})) {
+    c.first_k_dense_replace = f.int_or({"first_k_dense_replace"}, 0);
   } else if (auto m = f.opt_string_list({"mlp_layer_types"})) {
     c.first_k_dense_replace = 0;
     while (c.first_k_dense_replace < static_cast<int>(m->second.size()) && m->second[c.first_k_dense_replace] == "dense")
@@ -401,7 +455,7 @@ ModelConfig parse_model_config_json(std::string_view text, const std::string& so
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors and number overflow (1e400)
     fail("{}: not valid JSON: {}", source, e.what());
   }
   if (!root.is_object()) fail("{}: expected a JSON object at the top level", source);

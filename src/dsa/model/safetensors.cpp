@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dsa/core/error.h"
+#include "dsa/core/regular_file.h"
 
 namespace dsa {
 
@@ -190,19 +191,9 @@ struct Mapping {
 }  // namespace
 
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  DSA_CHECK(fd >= 0, "{}: cannot open: {}", path, std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    fail("{}: cannot stat: {}", path, std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("{}: not a regular file", path);
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
+  const OpenedFile of = open_regular_file(path);  // refuses FIFOs and devices without blocking
+  const int fd = of.fd;
+  const size_t size = static_cast<size_t>(of.size);
   if (size < 8) {
     ::close(fd);
     fail("{}: truncated safetensors file: {} bytes, the 8-byte header length alone needs 8", path, size);

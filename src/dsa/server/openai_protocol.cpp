@@ -102,7 +102,7 @@ CompletionRequest parse_completion_request(const std::string& body, const Encode
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and number overflow (1e400: out_of_range)
     throw BadRequest(std::string("the body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw BadRequest("the body must be a JSON object");

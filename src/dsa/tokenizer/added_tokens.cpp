@@ -1,6 +1,7 @@
 #include "dsa/tokenizer/added_tokens.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "dsa/core/error.h"
 #include "dsa/tokenizer/utf8.h"
@@ -35,8 +36,9 @@ AddedTokens::AddedTokens(const nlohmann::json& added) {
   DSA_CHECK(added.is_array(), "tokenizer: added_tokens: expected an array");
   for (size_t i = 0; i < added.size(); ++i) {
     const auto& a = added[i];
-    DSA_CHECK(a.is_object() && a.contains("id") && a["id"].is_number_integer() && a["id"].get<int64_t>() >= 0,
-              "tokenizer: added_tokens[{}].id: missing or not a non-negative integer", i);
+    DSA_CHECK(a.is_object() && a.contains("id") && a["id"].is_number_integer() && a["id"].get<int64_t>() >= 0 &&
+                  a["id"].get<int64_t>() < INT32_MAX,
+              "tokenizer: added_tokens[{}].id: missing or not a non-negative 32-bit integer", i);
     DSA_CHECK(a.contains("content") && a["content"].is_string() && !a["content"].get<std::string>().empty(),
               "tokenizer: added_tokens[{}].content: missing, not a string or empty", i);
     AddedToken t;

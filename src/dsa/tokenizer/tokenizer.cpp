@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dsa/core/error.h"
+#include "dsa/core/regular_file.h"
 #include "dsa/tokenizer/added_tokens.h"
 #include "dsa/tokenizer/bpe.h"
 #include "dsa/tokenizer/byte_level.h"
@@ -33,17 +34,29 @@ struct TokenizerImpl {
 
 namespace {
 
-nlohmann::json read_json(const fs::path& p, const char* what) {
-  std::ifstream f(p, std::ios::binary);
-  DSA_CHECK(f.good(), "tokenizer: cannot open {} {}", what, p.string());
-  std::stringstream ss;
-  ss << f.rdbuf();
+nlohmann::json parse_json(const std::string& text, const std::string& where, const char* what) {
   try {
-    return nlohmann::json::parse(ss.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    fail("tokenizer: {} {} is not valid JSON: {}", what, p.string(), e.what());
+    fail("tokenizer: {} {} is not valid JSON: {}", what, where, e.what());
   }
 }
+
+// Regular files only (a FIFO cannot block the load), bounded in size.
+nlohmann::json read_json(const fs::path& p, const char* what, uint64_t max_bytes) {
+  std::string text;
+  try {
+    text = read_regular_file(p.string(), max_bytes);
+  } catch (const Error& e) {
+    fail("tokenizer: cannot read {} {}", what, e.what());
+  }
+  return parse_json(text, p.string(), what);
+}
+
+// Largest token id accepted: ids index a table, so a huge id in a small file must not size it.
+// Real vocabularies are dense (DeepSeek ~129k ids, GLM ~155k); holes are allowed up to a slack.
+constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+constexpr int64_t kIdSlack = 65536;
 
 // TemplateProcessing's "single" template -> ids before and after the sequence.
 void parse_post_processor(const nlohmann::json& j, const std::string& where, TokenizerImpl& t) {
@@ -89,15 +102,15 @@ void read_special_configs(const fs::path& dir, TokenizerImpl& t, bool post_adds_
   };
   bool add_bos = false;
   fs::path tc = dir / "tokenizer_config.json";
-  if (fs::exists(tc)) {
-    auto j = read_json(tc, "tokenizer config");
+  if (path_kind(tc.string()) != PathKind::Missing) {
+    auto j = read_json(tc, "tokenizer config", kMaxConfigFileBytes);
     if (j.contains("bos_token")) t.bos = lookup(j["bos_token"]);
     if (j.contains("eos_token")) t.eos = lookup(j["eos_token"]);
     add_bos = j.value("add_bos_token", false) == true;
   }
   fs::path gc = dir / "generation_config.json";
-  if (fs::exists(gc)) {
-    auto j = read_json(gc, "generation config");
+  if (path_kind(gc.string()) != PathKind::Missing) {
+    auto j = read_json(gc, "generation config", kMaxConfigFileBytes);
     auto first_id = [](const nlohmann::json& v) -> std::optional<int32_t> {
       if (v.is_number_integer()) return v.get<int32_t>();
       if (v.is_array() && !v.empty() && v[0].is_number_integer()) return v[0].get<int32_t>();
@@ -120,14 +133,30 @@ Tokenizer::Tokenizer(std::unique_ptr<tok::TokenizerImpl> impl) : impl_(std::move
 Tokenizer::~Tokenizer() = default;
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path_or_dir) {
-  using namespace tok;
   DSA_CHECK(tokenizer_available(), "tokenizer: dsa was built without PCRE2 (install libpcre2-dev and reconfigure); cannot load {}",
             path_or_dir);
   fs::path p(path_or_dir);
-  if (fs::is_directory(p)) p /= "tokenizer.json";
-  DSA_CHECK(fs::exists(p), "tokenizer: {} does not exist", p.string());
-  auto j = read_json(p, "tokenizer file");
-  DSA_CHECK(j.is_object(), "tokenizer: {}: expected a JSON object", p.string());
+  try {
+    if (path_kind(p.string()) == PathKind::Directory) p /= "tokenizer.json";
+    DSA_CHECK(path_kind(p.string()) != PathKind::Missing, "tokenizer: {} does not exist", p.string());
+  } catch (const Error& e) {
+    if (std::string_view(e.what()).rfind("tokenizer:", 0) == 0) throw;
+    fail("tokenizer: {}", e.what());  // a symlink loop or an unreadable path
+  }
+  auto j = tok::read_json(p, "tokenizer file", kMaxTokenizerFileBytes);
+  return from_json(j, p.string(), p.parent_path().string());
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_json_text(std::string_view json_text, const std::string& label) {
+  DSA_CHECK(tokenizer_available(), "tokenizer: dsa was built without PCRE2 (install libpcre2-dev and reconfigure); cannot load {}",
+            label);
+  return from_json(tok::parse_json(std::string(json_text), label, "tokenizer file"), label, "");
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_json(const nlohmann::json& j, const std::string& label,
+                                                const std::string& companion_dir) {
+  using namespace tok;
+  DSA_CHECK(j.is_object(), "tokenizer: {}: expected a JSON object", label);
   auto t = std::make_unique<TokenizerImpl>();
   try {
     DSA_CHECK(j.contains("model"), "tokenizer: model: missing");
@@ -136,23 +165,33 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path_or_dir) {
     bool trivial = norm.is_null() || (norm.is_object() && norm.value("type", "") == "Sequence" &&
                                       norm.contains("normalizers") && norm["normalizers"].empty());
     if (!trivial)
-      fail("tokenizer: normalizer: unsupported normalizer {} (only null is supported)", j["normalizer"].value("type", j["normalizer"].dump()));
+      fail("tokenizer: normalizer: unsupported normalizer {} (only null is supported)",
+           norm.is_object() && norm.contains("type") && norm["type"].is_string()
+               ? norm["type"].get<std::string>()
+               : norm.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).substr(0, 80));
     t->pre = make_pre_tokenizer(j.value("pre_tokenizer", nlohmann::json()), "pre_tokenizer");
     t->added = AddedTokens(j.value("added_tokens", nlohmann::json()));
     const auto dec = j.value("decoder", nlohmann::json());
     if (!dec.is_null()) {
+      DSA_CHECK(dec.is_object(), "tokenizer: decoder: expected an object or null");
       std::string type = dec.value("type", std::string("?"));
       DSA_CHECK(type == "ByteLevel", "tokenizer: decoder.type: unsupported decoder type \"{}\" (only ByteLevel)", type);
       t->byte_level_decoder = true;
     }
     parse_post_processor(j.value("post_processor", nlohmann::json()), "post_processor", *t);
   } catch (const Error& e) {
-    fail("{} (in {})", e.what(), p.string());
+    fail("{} (in {})", e.what(), label);
+  } catch (const nlohmann::json::exception& e) {  // a field of an unexpected JSON type
+    fail("tokenizer: unexpected structure: {} (in {})", e.what(), label);
   }
 
-  int32_t max_id = -1;
-  for (const auto& [s, id] : t->model->vocab()) max_id = std::max(max_id, id);
-  for (const auto& a : t->added.tokens()) max_id = std::max(max_id, a.id);
+  int64_t max_id = -1, count = 0;
+  for (const auto& [s, id] : t->model->vocab()) max_id = std::max<int64_t>(max_id, id), ++count;
+  for (const auto& a : t->added.tokens()) max_id = std::max<int64_t>(max_id, a.id), ++count;
+  DSA_CHECK(max_id <= kMaxTokenId && max_id < 2 * count + kIdSlack,
+            "tokenizer: {}: largest id {} for {} tokens: ids must stay below {} and near the token count (holes up to "
+            "{} + the count)",
+            label, max_id, count, kMaxTokenId + 1, kIdSlack);
   t->id_to_token.assign(static_cast<size_t>(max_id + 1), std::string());
   t->special.assign(static_cast<size_t>(max_id + 1), 0);
   for (const auto& [s, id] : t->model->vocab()) t->id_to_token[id] = s;
@@ -162,7 +201,14 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path_or_dir) {
     t->added_ids[a.content] = a.id;
   }
   bool post_adds_nothing = t->prefix_ids.empty() && t->suffix_ids.empty();
-  read_special_configs(p.parent_path(), *t, post_adds_nothing);
+  if (!companion_dir.empty()) {
+    try {
+      read_special_configs(companion_dir, *t, post_adds_nothing);
+    } catch (const nlohmann::json::exception& e) {
+      fail("tokenizer: unexpected structure in tokenizer_config.json or generation_config.json of {}: {}",
+           companion_dir, e.what());
+    }
+  }
   for (int32_t id : t->prefix_ids) DSA_CHECK(id >= 0 && id <= max_id, "tokenizer: post_processor: id {} out of range", id);
   for (int32_t id : t->suffix_ids) DSA_CHECK(id >= 0 && id <= max_id, "tokenizer: post_processor: id {} out of range", id);
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(t)));
@@ -192,8 +238,9 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
   std::string bytes;
   bool first = true;
   for (int32_t id : ids) {
-    DSA_CHECK(id >= 0 && static_cast<size_t>(id) < t.id_to_token.size() && !t.id_to_token[id].empty(),
-              "tokenizer: decode: id {} is not in the vocabulary (size {})", id, t.id_to_token.size());
+    // Ids without a token (the model's vocabulary is often padded past the tokenizer's) decode
+    // to nothing, as in `tokenizers`: decoding never fails on a model-produced id.
+    if (id < 0 || static_cast<size_t>(id) >= t.id_to_token.size() || t.id_to_token[id].empty()) continue;
     if (skip_special_tokens && t.special[id]) continue;
     const std::string& tok_str = t.id_to_token[id];
     if (!t.byte_level_decoder) {  // no decoder: tokens joined by spaces, as `tokenizers` does

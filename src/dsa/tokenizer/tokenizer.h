@@ -24,8 +24,12 @@
 //      LlamaTokenizerFast does for DeepSeek checkpoints).
 // decode(ids): tokens of the ids (added tokens first), special ones dropped on request, then the
 // ByteLevel decoder (stand-in characters back to bytes, tokens with other characters as their
-// raw UTF-8) and a lossy UTF-8 conversion. Unlike `tokenizers` (which silently drops them), ids
-// outside the vocabulary are an error naming the id.
+// raw UTF-8) and a lossy UTF-8 conversion. decode never throws: ids without a token (negative,
+// past the vocabulary, holes; a model's vocab_size is often padded past its tokenizer's) decode
+// to nothing, as `tokenizers` does. Check ids with token() where a client's input must be refused.
+// Files: tokenizer.json and its companions are opened only when they are regular files (a FIFO
+// is refused, not waited on), with size limits (core/regular_file.h); token ids must stay below
+// 2^24 and near the token count (a huge id in a small file cannot size the id table).
 // bos_id/eos_id: bos_token/eos_token of tokenizer_config.json beside tokenizer.json (string or
 // {"content": ...}), else bos_token_id/eos_token_id of generation_config.json (first of a list).
 // vocab_size(): largest id + 1 (model vocabulary and added tokens).
@@ -38,6 +42,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace dsa::tok {
 struct TokenizerImpl;
@@ -52,6 +58,8 @@ class Tokenizer {
  public:
   // path_or_dir: a tokenizer.json file, or a directory holding one (a checkpoint directory).
   static std::unique_ptr<Tokenizer> load(const std::string& path_or_dir);
+  // tokenizer.json text alone (no companion files); `label` names it in errors.
+  static std::unique_ptr<Tokenizer> from_json_text(std::string_view json_text, const std::string& label);
   ~Tokenizer();
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const;
@@ -66,6 +74,8 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::unique_ptr<tok::TokenizerImpl> impl);
+  static std::unique_ptr<Tokenizer> from_json(const nlohmann::json& j, const std::string& label,
+                                              const std::string& companion_dir);
   std::unique_ptr<tok::TokenizerImpl> impl_;
 };
 

@@ -1,6 +1,7 @@
 #include "dsa/tune/tuning_cache.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,6 +21,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFormat = "dsa-tuning-cache";
+constexpr uint64_t kMaxCacheFileBytes = 64u << 20;  // a real cache holds a few hundred entries (< 1 MiB)
 
 // State of one cache file as read from disk.
 enum class FileState {
@@ -78,11 +80,20 @@ FileRead read_file(const fs::path& p, const CacheMetadata& ours) {
   FileRead r;
   // open() first: a file renamed away by another process between a check and the open is
   // simply missing, not unreadable.
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK and the regular-file check: a FIFO in the cache's place is refused, not waited on.
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return r;
     r.state = FileState::Unreadable;
     r.why = fmt::format("cannot be read: {}", std::strerror(errno));
+    return r;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > kMaxCacheFileBytes) {
+    r.state = FileState::Unreadable;
+    r.why = !S_ISREG(st.st_mode) ? "is not a regular file"
+                                 : fmt::format("is larger than {} bytes", kMaxCacheFileBytes);
+    ::close(fd);
     return r;
   }
   std::string raw;
@@ -98,6 +109,12 @@ FileRead read_file(const fs::path& p, const CacheMetadata& ours) {
     }
     if (n == 0) break;
     raw.append(buf, static_cast<size_t>(n));
+    if (raw.size() > kMaxCacheFileBytes) {  // grew while being read
+      r.state = FileState::Unreadable;
+      r.why = fmt::format("is larger than {} bytes", kMaxCacheFileBytes);
+      ::close(fd);
+      return r;
+    }
   }
   ::close(fd);
   nlohmann::json doc = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);

@@ -62,25 +62,33 @@ void copy_rows(const Tensor& src, const Tensor& out, int64_t e, int64_t row) {
 
 // Gate/up weights of experts [first, first+count) concatenated as [count][2I][...]: w1 rows then
 // w3 rows, for the weight and for the scale (MXFP4: per-row scales; FP8: 128-row blocks, so I must
-// be a multiple of 128), copied once from the (memory-mapped) checkpoint into `dev`.
+// be a multiple of 128; BF16: no scale), copied once from the (memory-mapped) checkpoint into `dev`.
 ops::ExpertWeights stack_w13(const LoadedWeights& w, const std::vector<std::string>& prefixes, ops::WeightFormat fmt,
                              Device dev) {
   ops::ExpertWeights out;
   out.format = fmt;
+  const bool scaled = fmt != ops::WeightFormat::BF16;
   const Tensor& w1 = w.get(prefixes[0] + "w1.weight");
-  const Tensor s1 = expert_scale(w.get(prefixes[0] + "w1.scale"), fmt);
   if (fmt == ops::WeightFormat::FP8Block)
     DSA_CHECK(w1.size(0) % 128 == 0, "deepseek_v4: {}w1 has {} rows; FP8 gate/up stacking needs a multiple of 128",
               prefixes[0], w1.size(0));
   const auto E = static_cast<int64_t>(prefixes.size());
   out.weight = Tensor::empty({E, 2 * w1.size(0), w1.size(1)}, w1.dtype(), dev);
-  out.scale = Tensor::empty({E, 2 * s1.size(0), s1.size(1)}, s1.dtype(), dev);
+  if (scaled) {
+    const Tensor s1 = expert_scale(w.get(prefixes[0] + "w1.scale"), fmt);
+    out.scale = Tensor::empty({E, 2 * s1.size(0), s1.size(1)}, s1.dtype(), dev);
+  }
   for (int64_t e = 0; e < E; ++e) {
     const std::string& p = prefixes[e];
+    for (const char* part : {"w1.", "w3."})
+      DSA_CHECK(w.get(p + part + std::string("weight")).dtype() == w1.dtype(),
+                "deepseek_v4: {}{}weight is {}, {}w1.weight {}: one expert stack needs one format", p, part,
+                dtype_name(w.get(p + part + std::string("weight")).dtype()), prefixes[0], dtype_name(w1.dtype()));
     copy_rows(w.get(p + "w1.weight"), out.weight, e, 0);
     copy_rows(w.get(p + "w3.weight"), out.weight, e, w1.size(0));
+    if (!scaled) continue;
     copy_rows(expert_scale(w.get(p + "w1.scale"), fmt), out.scale, e, 0);
-    copy_rows(expert_scale(w.get(p + "w3.scale"), fmt), out.scale, e, s1.size(0));
+    copy_rows(expert_scale(w.get(p + "w3.scale"), fmt), out.scale, e, out.scale.size(1) / 2);
   }
   return out;
 }
@@ -89,14 +97,20 @@ ops::ExpertWeights stack_w2(const LoadedWeights& w, const std::vector<std::strin
                             Device dev) {
   ops::ExpertWeights out;
   out.format = fmt;
+  const bool scaled = fmt != ops::WeightFormat::BF16;
   const Tensor& w2 = w.get(prefixes[0] + "w2.weight");
-  const Tensor s2 = expert_scale(w.get(prefixes[0] + "w2.scale"), fmt);
   const auto E = static_cast<int64_t>(prefixes.size());
   out.weight = Tensor::empty({E, w2.size(0), w2.size(1)}, w2.dtype(), dev);
-  out.scale = Tensor::empty({E, s2.size(0), s2.size(1)}, s2.dtype(), dev);
+  if (scaled) {
+    const Tensor s2 = expert_scale(w.get(prefixes[0] + "w2.scale"), fmt);
+    out.scale = Tensor::empty({E, s2.size(0), s2.size(1)}, s2.dtype(), dev);
+  }
   for (int64_t e = 0; e < E; ++e) {
+    DSA_CHECK(w.get(prefixes[e] + "w2.weight").dtype() == w2.dtype(),
+              "deepseek_v4: {}w2.weight is {}, {}w2.weight {}: one expert stack needs one format", prefixes[e],
+              dtype_name(w.get(prefixes[e] + "w2.weight").dtype()), prefixes[0], dtype_name(w2.dtype()));
     copy_rows(w.get(prefixes[e] + "w2.weight"), out.weight, e, 0);
-    copy_rows(expert_scale(w.get(prefixes[e] + "w2.scale"), fmt), out.scale, e, 0);
+    if (scaled) copy_rows(expert_scale(w.get(prefixes[e] + "w2.scale"), fmt), out.scale, e, 0);
   }
   return out;
 }
@@ -105,8 +119,9 @@ ops::WeightFormat expert_format(const LoadedWeights& w, const std::string& name)
   const DType t = w.get(name).dtype();
   if (t == DType::E4M3) return ops::WeightFormat::FP8Block;
   if (t == DType::I8 || t == DType::U8 || t == DType::FP4X2) return ops::WeightFormat::MXFP4;
-  fail("deepseek_v4: routed expert weight {} has dtype {}: expected F8_E4M3 (FP8 block-scaled) or I8/U8 packed "
-       "e2m1 (MXFP4); other expert formats are not supported for DeepSeek-V4",
+  if (t == DType::BF16) return ops::WeightFormat::BF16;
+  fail("deepseek_v4: expert weight {} has dtype {}: expected F8_E4M3 (FP8 block-scaled), I8/U8 packed e2m1 "
+       "(MXFP4) or BF16",
        name, dtype_name(t));
 }
 
@@ -171,9 +186,9 @@ ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& c, Dev
     L.moe.w2 = stack_w2(w, experts, ef, dev);
     if (c.n_shared_experts > 0) {
       const std::vector<std::string> shared{f + "shared_experts."};
-      DSA_CHECK(w.has(shared[0] + "w1.scale"), "deepseek_v4: BF16 shared experts are not supported yet ({}w1)", shared[0]);
-      L.moe.shared_w13 = stack_w13(w, shared, ops::WeightFormat::FP8Block, dev);
-      L.moe.shared_w2 = stack_w2(w, shared, ops::WeightFormat::FP8Block, dev);
+      const ops::WeightFormat sf = expert_format(w, shared[0] + "w1.weight");
+      L.moe.shared_w13 = stack_w13(w, shared, sf, dev);
+      L.moe.shared_w2 = stack_w2(w, shared, sf, dev);
     }
     m.layers.push_back(std::move(L));
   }

@@ -4,10 +4,7 @@
 #include <utility>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include "dsa/core/error.h"
-#include "dsa/model/weights/json_fields.h"
 
 namespace dsa::weights {
 
@@ -52,85 +49,27 @@ void DeepseekV4Dims::validate() const {
   }
 }
 
-DeepseekV4Dims deepseek_v4_dims_from_config(const nlohmann::json& c) {
-  DSA_CHECK(c.is_object(), "config.json: expected a JSON object");
-  DeepseekV4Dims d;
-  d.vocab = get_i(c, "vocab_size", 0, true);
-  d.hidden = get_i(c, "hidden_size", 0, true);
-  d.layers = get_i(c, "num_hidden_layers", 0, true);
-  d.heads = get_i(c, "num_attention_heads", 0, true);
-  d.head_dim = get_i(c, "head_dim", 512, false);
-  d.rope_dim = get_i(c, "qk_rope_head_dim", 64, false);
-  if (!c.contains("qk_rope_head_dim") && c.contains("partial_rotary_factor") && c["partial_rotary_factor"].is_number())
-    d.rope_dim = static_cast<int64_t>(c["partial_rotary_factor"].get<double>() * static_cast<double>(d.head_dim));
-  d.q_lora = get_i(c, "q_lora_rank", 0, true);
-  d.o_groups = get_i(c, "o_groups", 0, true);
-  d.o_lora = get_i(c, "o_lora_rank", 0, true);
-  d.index_heads = get_i(c, "index_n_heads", 0, false);
-  d.index_head_dim = get_i(c, "index_head_dim", 0, false);
-  d.experts = get_i(c, "n_routed_experts", 0, true);
-  d.experts_per_tok = get_i(c, "num_experts_per_tok", 0, true);
-  d.shared_experts = get_i(c, "n_shared_experts", 1, false);
-  d.moe_inter = get_i(c, "moe_intermediate_size", 0, true);
-  d.hc_mult = get_i(c, "hc_mult", 4, false);
-  d.mtp_layers = get_i(c, "num_nextn_predict_layers", 0, false);
-
-  // Hash layers: official num_hash_layers, or transformers' mlp_layer_types.
-  if (c.contains("num_hash_layers")) {
-    d.hash_layers = get_i(c, "num_hash_layers", 0, false);
-  } else if (c.contains("mlp_layer_types") && c["mlp_layer_types"].is_array()) {
-    d.hash_layers = 0;
-    for (const auto& t : c["mlp_layer_types"])
-      if (t == "hash_moe") ++d.hash_layers;
-  } else {
-    d.hash_layers = 3;  // transformers' default
-  }
-
-  // Attention schedule: official compress_ratios (main + MTP), or transformers' layer_types.
-  if (c.contains("compress_ratios")) {
-    DSA_CHECK(c["compress_ratios"].is_array(), "config.json: field 'compress_ratios' must be an array");
-    for (const auto& r : c["compress_ratios"]) {
-      DSA_CHECK(r.is_number_integer() && r.get<int64_t>() >= 0 && r.get<int64_t>() <= 1 << 20,
-                "config.json: compress_ratios entry {} is not a ratio (0, 4 or 128)", r.dump());
-      d.compress_ratios.push_back(static_cast<int>(r.get<int64_t>()));
-    }
-  } else if (c.contains("layer_types") && c["layer_types"].is_array()) {
-    for (const auto& t : c["layer_types"]) {
-      DSA_CHECK(t.is_string(), "config.json: layer_types entry {} is not a string", t.dump());
-      const std::string s = t.get<std::string>();
-      if (s == "sliding_attention") d.compress_ratios.push_back(0);
-      else if (s == "compressed_sparse_attention") d.compress_ratios.push_back(4);
-      else if (s == "heavily_compressed_attention") d.compress_ratios.push_back(128);
-      else fail("config.json: layer_types entry '{}' is not a DeepSeek-V4 layer type", s);
-    }
-  } else {
-    fail("config.json: neither 'compress_ratios' nor 'layer_types' is present");
-  }
-  // MTP layers are sliding-only when the list stops at the main layers.
-  while (static_cast<int64_t>(d.compress_ratios.size()) < d.layers + d.mtp_layers) d.compress_ratios.push_back(0);
-
-  d.fp8 = false;
-  if (c.contains("quantization_config") && c["quantization_config"].is_object()) {
-    const auto& q = c["quantization_config"];
-    d.fp8 = get_s(q, "quant_method") == "fp8";
-  }
-  std::string expert_dtype = get_s(c, "expert_dtype");
-  if (expert_dtype.empty() && c.contains("quantization_config") && c["quantization_config"].is_object())
-    expert_dtype = get_s(c["quantization_config"], "expert_dtype");
-  d.fp4_experts = expert_dtype == "fp4";
-  d.validate();
-  return d;
-}
-
 std::vector<WeightSpec> deepseek_v4_weight_specs(const DeepseekV4Dims& d) {
   d.validate();
   std::vector<WeightSpec> s;
   const LinearKind fp8 = d.fp8 ? LinearKind::Fp8Ue8m0 : LinearKind::Bf16;
   const LinearKind expert = d.fp4_experts ? LinearKind::Mxfp4 : fp8;
   const int64_t H = d.hidden, hc = d.hc_mult, mix = (2 + hc) * hc;
-  // Norm weights: BF16 in the official checkpoint; F32 accepted (the reference keeps them in fp32).
-  auto norm = [&](const std::string& name, int64_t n) { s.push_back({name, {n}, DType::BF16, {DType::F32}}); };
-  auto f32 = [&](const std::string& name, Shape shape) { s.push_back({name, std::move(shape), DType::F32}); };
+  // Every linear may be stored quantized (e4m3 + UE8M0 .scale) or not, whatever the config says:
+  // the scale tensor present decides; routed experts MXFP4 too. wo_a and weights_proj are read in
+  // bf16 only (dequantized at load when stored FP8, as transformers' FP8 quantizer writes wo_a).
+  const std::vector<LinearKind> forms = {LinearKind::Fp8Ue8m0, LinearKind::Bf16};
+  const std::vector<LinearKind> expert_forms = {LinearKind::Mxfp4, LinearKind::Fp8Ue8m0, LinearKind::Bf16};
+  auto linear = [&](const std::string& base, int64_t out, int64_t in, LinearKind kind,
+                    LinearUse use = LinearUse::Any) { add_linear(s, base, out, in, kind, forms, use); };
+  // Norm weights: BF16 in the official checkpoint; F32 read as well (the reference keeps them in
+  // fp32), F16 widened. fp32 parameters: BF16 / F16 widened (transformers may save them so).
+  auto norm = [&](const std::string& name, int64_t n) {
+    s.push_back({name, {n}, DType::BF16, {DType::F32}, /*any_float=*/true});
+  };
+  auto f32 = [&](const std::string& name, Shape shape) {
+    s.push_back({name, std::move(shape), DType::F32, {}, /*any_float=*/true});
+  };
 
   auto block = [&](const std::string& p, int64_t layer_id, int ratio) {
     norm(p + "attn_norm.weight", H);
@@ -142,14 +81,15 @@ std::vector<WeightSpec> deepseek_v4_weight_specs(const DeepseekV4Dims& d) {
     }
     const std::string a = p + "attn.";
     f32(a + "attn_sink", {d.heads});
-    add_linear(s, a + "wq_a", d.q_lora, H, fp8);
+    linear(a + "wq_a", d.q_lora, H, fp8);
     norm(a + "q_norm.weight", d.q_lora);
-    add_linear(s, a + "wq_b", d.heads * d.head_dim, d.q_lora, fp8);
-    add_linear(s, a + "wkv", d.head_dim, H, fp8);
+    linear(a + "wq_b", d.heads * d.head_dim, d.q_lora, fp8);
+    linear(a + "wkv", d.head_dim, H, fp8);
     norm(a + "kv_norm.weight", d.head_dim);
-    // Grouped output projection: wo_a is BF16 in the official checkpoint.
-    add_linear(s, a + "wo_a", d.o_groups * d.o_lora, d.heads * d.head_dim / d.o_groups, LinearKind::Bf16);
-    add_linear(s, a + "wo_b", H, d.o_groups * d.o_lora, fp8);
+    // Grouped output projection: wo_a is BF16 in the official checkpoint (FP8 where transformers
+    // quantized it).
+    linear(a + "wo_a", d.o_groups * d.o_lora, d.heads * d.head_dim / d.o_groups, LinearKind::Bf16, LinearUse::Bf16);
+    linear(a + "wo_b", H, d.o_groups * d.o_lora, fp8);
     auto compressor = [&](const std::string& c, int64_t head_dim, int r) {
       const int64_t coff = r == 4 ? 2 : 1;  // CSA overlaps two windows
       f32(c + "ape", {r, coff * head_dim});
@@ -160,8 +100,8 @@ std::vector<WeightSpec> deepseek_v4_weight_specs(const DeepseekV4Dims& d) {
     };
     if (ratio != 0) compressor(a + "compressor.", d.head_dim, ratio);
     if (ratio == 4) {
-      add_linear(s, a + "indexer.wq_b", d.index_heads * d.index_head_dim, d.q_lora, fp8);
-      add_linear(s, a + "indexer.weights_proj", d.index_heads, H, LinearKind::Bf16);
+      linear(a + "indexer.wq_b", d.index_heads * d.index_head_dim, d.q_lora, fp8);
+      linear(a + "indexer.weights_proj", d.index_heads, H, LinearKind::Bf16, LinearUse::Bf16);
       compressor(a + "indexer.compressor.", d.index_head_dim, ratio);
     }
     const std::string f = p + "ffn.";
@@ -172,15 +112,15 @@ std::vector<WeightSpec> deepseek_v4_weight_specs(const DeepseekV4Dims& d) {
       f32(f + "gate.bias", {d.experts});
     for (int64_t e = 0; e < d.experts; ++e) {
       const std::string x = fmt::format("{}experts.{}.", f, e);
-      add_linear(s, x + "w1", d.moe_inter, H, expert);
-      add_linear(s, x + "w2", H, d.moe_inter, expert);
-      add_linear(s, x + "w3", d.moe_inter, H, expert);
+      add_linear(s, x + "w1", d.moe_inter, H, expert, expert_forms);
+      add_linear(s, x + "w2", H, d.moe_inter, expert, expert_forms);
+      add_linear(s, x + "w3", d.moe_inter, H, expert, expert_forms);
     }
     if (d.shared_experts > 0) {
       const int64_t I = d.moe_inter * d.shared_experts;
-      add_linear(s, f + "shared_experts.w1", I, H, fp8);
-      add_linear(s, f + "shared_experts.w2", H, I, fp8);
-      add_linear(s, f + "shared_experts.w3", I, H, fp8);
+      linear(f + "shared_experts.w1", I, H, fp8);
+      linear(f + "shared_experts.w2", H, I, fp8);
+      linear(f + "shared_experts.w3", I, H, fp8);
     }
   };
 
@@ -194,8 +134,8 @@ std::vector<WeightSpec> deepseek_v4_weight_specs(const DeepseekV4Dims& d) {
   for (int64_t m = 0; m < d.mtp_layers; ++m) {
     const std::string p = fmt::format("mtp.{}.", m);
     block(p, d.layers + m, d.compress_ratios[d.layers + m]);
-    add_linear(s, p + "e_proj", H, H, fp8);
-    add_linear(s, p + "h_proj", H, H, fp8);
+    linear(p + "e_proj", H, H, fp8);
+    linear(p + "h_proj", H, H, fp8);
     norm(p + "enorm.weight", H);
     norm(p + "hnorm.weight", H);
     norm(p + "norm.weight", H);

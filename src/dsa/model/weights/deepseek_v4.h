@@ -7,13 +7,12 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "dsa/model/weights/weight_spec.h"
 
 namespace dsa::weights {
 
-// The config numbers the tensor shapes depend on (official config.json names in comments).
+// The config numbers the tensor shapes depend on (official config.json names in comments), taken
+// from a parsed model::ModelConfig (from_model_config.h: config.json has one reader).
 struct DeepseekV4Dims {
   int64_t vocab = 0;            // vocab_size
   int64_t hidden = 0;           // hidden_size
@@ -39,10 +38,6 @@ struct DeepseekV4Dims {
 
   void validate() const;        // throws naming the field and value
 };
-
-// Reads the numbers from a config.json (official names; transformers' names accepted where
-// they differ: layer_types/compress_rates, mlp_layer_types).
-DeepseekV4Dims deepseek_v4_dims_from_config(const nlohmann::json& config);
 
 // Every tensor of the official checkpoint, main layers then MTP layers.
 std::vector<WeightSpec> deepseek_v4_weight_specs(const DeepseekV4Dims& d);

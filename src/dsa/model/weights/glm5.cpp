@@ -1,10 +1,8 @@
 #include "dsa/model/weights/glm5.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "dsa/core/error.h"
-#include "dsa/model/weights/json_fields.h"
 
 namespace dsa::weights {
 
@@ -35,57 +33,22 @@ void Glm5Dims::validate() const {
                                              "the previous full layer's top-k)");
 }
 
-Glm5Dims glm5_dims_from_config(const nlohmann::json& c) {
-  DSA_CHECK(c.is_object(), "config.json: expected a JSON object");
-  Glm5Dims d;
-  d.vocab = get_i(c, "vocab_size", 0, true);
-  d.hidden = get_i(c, "hidden_size", 0, true);
-  d.layers = get_i(c, "num_hidden_layers", 0, true);
-  d.heads = get_i(c, "num_attention_heads", 0, true);
-  d.q_lora = get_i(c, "q_lora_rank", 0, true);
-  d.kv_lora = get_i(c, "kv_lora_rank", 0, true);
-  d.qk_nope = get_i(c, "qk_nope_head_dim", 0, true);
-  d.qk_rope = get_i(c, "qk_rope_head_dim", 0, true);
-  d.v_head = get_i(c, "v_head_dim", 0, true);
-  d.index_heads = get_i(c, "index_n_heads", 32, false);
-  d.index_head_dim = get_i(c, "index_head_dim", 128, false);
-  d.experts = get_i(c, "n_routed_experts", 0, false);
-  d.shared_experts = get_i(c, "n_shared_experts", 1, false);
-  d.moe_inter = get_i(c, "moe_intermediate_size", 0, false);
-  d.dense_inter = get_i(c, "intermediate_size", 0, false);
-  d.first_dense = get_i(c, "first_k_dense_replace", 3, false);
-  d.mtp_layers = get_i(c, "num_nextn_predict_layers", 0, false);
-  if (c.contains("mlp_layer_types") && c["mlp_layer_types"].is_array() && !c.contains("first_k_dense_replace")) {
-    d.first_dense = 0;
-    for (const auto& t : c["mlp_layer_types"]) {
-      if (t != "dense") break;
-      ++d.first_dense;
-    }
-  }
-  // indexer_types (transformers) or the index_topk_freq / index_skip_topk_offset schedule.
-  if (c.contains("indexer_types") && c["indexer_types"].is_array()) {
-    for (const auto& t : c["indexer_types"]) {
-      DSA_CHECK(t == "full" || t == "shared", "config.json: indexer_types entry {} is neither \"full\" nor \"shared\"",
-                t.dump());
-      d.indexer_full.push_back(t == "full");
-    }
-  } else {
-    const int64_t freq = std::max<int64_t>(get_i(c, "index_topk_freq", 1, false), 1);
-    const int64_t offset = get_i(c, "index_skip_topk_offset", 2, false);
-    for (int64_t i = 0; i < d.layers; ++i) d.indexer_full.push_back(std::max<int64_t>(i - offset + 1, 0) % freq == 0);
-  }
-  d.fp8 = c.contains("quantization_config") && c["quantization_config"].is_object() &&
-          get_s(c["quantization_config"], "quant_method") == "fp8";
-  d.validate();
-  return d;
-}
-
 std::vector<WeightSpec> glm5_weight_specs(const Glm5Dims& d) {
   d.validate();
   std::vector<WeightSpec> s;
   const LinearKind q = d.fp8 ? LinearKind::Fp8F32Inv : LinearKind::Bf16;
   const int64_t H = d.hidden;
-  auto norm = [&](const std::string& name, int64_t n) { s.push_back({name, {n}, DType::BF16, {DType::F32}}); };
+  // Every linear may be stored FP8 (e4m3 + f32 weight_scale_inv) or BF16, whatever the config
+  // says: the scale tensor present decides. weights_proj is read in bf16 only (dequantized at
+  // load where transformers' FP8 quantizer stored it quantized).
+  auto add_linear = [&](std::vector<WeightSpec>& v, const std::string& base, int64_t out, int64_t in, LinearKind k,
+                        LinearUse use = LinearUse::Any) {
+    weights::add_linear(v, base, out, in, k, {LinearKind::Fp8F32Inv, LinearKind::Bf16}, use);
+  };
+  // Norms and biases: BF16 as shipped, F32 read as well, F16 widened (any_float).
+  auto norm = [&](const std::string& name, int64_t n) {
+    s.push_back({name, {n}, DType::BF16, {DType::F32}, /*any_float=*/true});
+  };
 
   auto layer = [&](int64_t l, bool full_indexer, bool dense) {
     const std::string p = fmt::format("model.layers.{}.", l);
@@ -104,7 +67,8 @@ std::vector<WeightSpec> glm5_weight_specs(const Glm5Dims& d) {
       add_linear(s, a + "indexer.wk", d.index_head_dim, H, q);
       norm(a + "indexer.k_norm.weight", d.index_head_dim);
       norm(a + "indexer.k_norm.bias", d.index_head_dim);
-      s.push_back({a + "indexer.weights_proj.weight", {d.index_heads, H}, DType::BF16, {DType::F32}});
+      add_linear(s, a + "indexer.weights_proj", d.index_heads, H, LinearKind::Bf16, LinearUse::Bf16);
+      s.back().also = {DType::F32};  // rounded to bf16 by the model
     }
     const std::string m = p + "mlp.";
     if (dense) {
@@ -114,7 +78,8 @@ std::vector<WeightSpec> glm5_weight_specs(const Glm5Dims& d) {
       return;
     }
     s.push_back({m + "gate.weight", {d.experts, H}, DType::BF16, {DType::F32}});
-    s.push_back({m + "gate.e_score_correction_bias", {d.experts}, DType::F32});
+    // F32 in the release; save_pretrained of a bf16 model writes it in bf16 (widened at load).
+    s.push_back({m + "gate.e_score_correction_bias", {d.experts}, DType::F32, {}, /*any_float=*/true});
     for (int64_t e = 0; e < d.experts; ++e) {
       const std::string x = fmt::format("{}experts.{}.", m, e);
       add_linear(s, x + "gate_proj", d.moe_inter, H, q);

@@ -7,12 +7,11 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "dsa/model/weights/weight_spec.h"
 
 namespace dsa::weights {
 
+// The config numbers the tensor shapes depend on, from a parsed model::ModelConfig (from_model_config.h).
 struct Glm5Dims {
   int64_t vocab = 0;           // vocab_size
   int64_t hidden = 0;          // hidden_size
@@ -37,7 +36,6 @@ struct Glm5Dims {
   void validate() const;
 };
 
-Glm5Dims glm5_dims_from_config(const nlohmann::json& config);
 std::vector<WeightSpec> glm5_weight_specs(const Glm5Dims& d);
 
 }  // namespace dsa::weights
