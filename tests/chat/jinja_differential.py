@@ -180,18 +180,19 @@ def trial(dsa, trial_dir, corpus, verbose):
                         templates.append((os.path.relpath(path, trial_dir) + ":" + str(entry.get("name")), entry["template"]))
     convs = load_conversations(corpus)
     identical = differs = 0
-    per_template = []
+    totals = [0, 0, 0]
     for name, text in templates:
         cases = [(f"{name} with {label}", text, ctx) for label, ctx in chat_contexts(convs)]
         s, bf, m = compare(cases, dsa, verbose, False)
-        per_template.append((name, s, bf, m))
+        totals = [totals[0] + s, totals[1] + bf, totals[2] + m]
         if m == 0:
             identical += 1
         else:
             differs += 1
             print(f"differs: {name}: {m} of {len(cases)} conversations")
     print(f"real-template trial: {len(templates)} templates, {identical} render identically to jinja2 on all "
-          f"{2 * len(convs)} conversations (same text or both fail), {differs} differ")
+          f"{2 * len(convs)} conversations (same text or both fail), {differs} differ; renders: {totals[0]} identical text, "
+          f"{totals[1]} fail in both, {totals[2]} differ")
     return 0
 
 

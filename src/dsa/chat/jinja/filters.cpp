@@ -18,7 +18,9 @@ int64_t length_of(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::Undefined: return 0;
     case Value::Kind::String: return static_cast<int64_t>(code_point_count(v.str()));
-    case Value::Kind::List: return static_cast<int64_t>(v.items().size());
+    case Value::Kind::List:
+      if (v.is_generator()) raise("object of type 'generator' has no len()");
+      return static_cast<int64_t>(v.items().size());
     case Value::Kind::Dict: return static_cast<int64_t>(v.dict_obj().items.size());
     default: raise("object of type '{}' has no len()", v.type_name());
   }
@@ -42,6 +44,9 @@ Value attr_path(const Value& v, const Value& attribute, const Value& def = Value
   }
 }
 
+// Markup in, Markup out (jinja2's string filters return Markup for Markup input).
+Value keep_markup(const Value& in, std::string out) { return in.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out)); }
+
 Value lower_if_string(const Value& v, bool case_sensitive) {
   return !case_sensitive && v.is_string() ? Value(ascii_lower(v.str())) : v;
 }
@@ -54,21 +59,6 @@ void sort_values(ValueList& items, const std::function<Value(const Value&)>& key
     return reverse ? compare(b.first, a.first) < 0 : compare(a.first, b.first) < 0;
   });
   for (size_t i = 0; i < items.size(); ++i) items[i] = std::move(keyed[i].second);
-}
-
-std::string html_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&#34;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
-    }
-  }
-  return o;
 }
 
 bool parse_int(const std::string& s0, int64_t base, int64_t& out) {
@@ -104,6 +94,7 @@ CallArgs shift(const CallArgs& a, size_t from) {
 
 Value select_impl(const Value& v, const CallArgs& a, bool attr, bool keep) {
   ValueList out;
+  if (!v.truthy()) return Value::generator({});  // jinja2 skips a false input (None, undefined, [])
   const size_t first = attr ? 1 : 0;
   if (attr && a.pos.empty()) raise("{}: an attribute name is required", keep ? "selectattr" : "rejectattr");
   for (const Value& x : iterate(v)) {
@@ -119,7 +110,7 @@ Value select_impl(const Value& v, const CallArgs& a, bool attr, bool keep) {
     }
     if (ok == keep) out.push_back(x);
   }
-  return Value::list(std::move(out));
+  return Value::generator(std::move(out));
 }
 
 Value minmax(const Value& v, const CallArgs& a, bool is_max) {
@@ -225,7 +216,7 @@ const std::vector<std::pair<const char*, Filter>>& table() {
              while (static_cast<int64_t>(cur.size()) < n) cur.push_back(fill);
            out.push_back(Value::list(std::move(cur)));
          }
-         return Value::list(std::move(out));
+         return Value::generator(std::move(out));
        })},
       {"capitalize", FILTER({ (void)a; return Value(py_capitalize(py_str(v))); })},
       {"center", FILTER({
@@ -252,8 +243,8 @@ const std::vector<std::pair<const char*, Filter>>& table() {
                      arg(a, 2, "reverse", Value(false)).truthy());
          return Value::list(std::move(items));
        })},
-      {"escape", FILTER({ (void)a; return Value(html_escape(py_str(v))); })},
-      {"forceescape", FILTER({ (void)a; return Value(html_escape(py_str(v))); })},
+      {"escape", FILTER({ (void)a; return v.is_markup() ? v : Value::markup(html_escape(py_str(v))); })},
+      {"forceescape", FILTER({ (void)a; return Value::markup(html_escape(py_str(v))); })},
       {"first", FILTER({
          (void)a;
          const ValueList items = iterate(v);
@@ -317,11 +308,11 @@ const std::vector<std::pair<const char*, Filter>>& table() {
        })},
       {"items", FILTER({
          (void)a;
-         if (v.is_undefined()) return Value::list();
+         if (v.is_undefined()) return Value::generator({});
          if (!v.is_dict()) raise("items: can only get item pairs from a mapping, not {}", v.type_name());
          ValueList out;
          for (const auto& [k, x] : v.dict_obj().items) out.push_back(Value::list({k, x}, true));
-         return Value::list(std::move(out));
+         return Value::generator(std::move(out));
        })},
       {"join", FILTER({
          check_args(a, "join", 2, {"d", "attribute"});
@@ -337,8 +328,8 @@ const std::vector<std::pair<const char*, Filter>>& table() {
          return Value(out);
        })},
       {"list", FILTER({ (void)a; return Value::list(iterate(v)); })},
-      {"lower", FILTER({ (void)a; return Value(ascii_lower(py_str(v))); })},
-      {"upper", FILTER({ (void)a; return Value(ascii_upper(py_str(v))); })},
+      {"lower", FILTER({ (void)a; return keep_markup(v, ascii_lower(py_str(v))); })},
+      {"upper", FILTER({ (void)a; return keep_markup(v, ascii_upper(py_str(v))); })},
       {"title", FILTER({
          (void)a;
          // jinja2's title: words begin after -, whitespace, ( { [ <
@@ -359,11 +350,12 @@ const std::vector<std::pair<const char*, Filter>>& table() {
        })},
       {"map", FILTER({
          ValueList out;
+         if (!v.truthy()) return Value::generator({});  // jinja2 skips a false input
          const Value attribute = arg(a, 99, "attribute");
          if (!attribute.is_undefined()) {
            const Value def = arg(a, 99, "default");
            for (const Value& x : iterate(v)) out.push_back(attr_path(x, attribute, def));
-           return Value::list(std::move(out));
+           return Value::generator(std::move(out));
          }
          if (a.pos.empty() || !a.pos[0].is_string()) raise("map: a filter name or attribute= is required");
          const std::string f = a.pos[0].str();
@@ -372,7 +364,7 @@ const std::vector<std::pair<const char*, Filter>>& table() {
            CallArgs r = rest;
            out.push_back(apply_filter(f, x, r));
          }
-         return Value::list(std::move(out));
+         return Value::generator(std::move(out));
        })},
       {"max", FILTER({ return minmax(v, a, true); })},
       {"min", FILTER({ return minmax(v, a, false); })},
@@ -395,10 +387,10 @@ const std::vector<std::pair<const char*, Filter>>& table() {
          }
          ValueList items = iterate(v);
          std::reverse(items.begin(), items.end());
-         return Value::list(std::move(items));
+         return Value::generator(std::move(items));
        })},
       {"round", FILTER({ return round_value(v, a); })},
-      {"safe", FILTER({ (void)a; return v.is_string() ? v : Value(py_str(v)); })},
+      {"safe", FILTER({ (void)a; return v.is_markup() ? v : Value::markup(py_str(v)); })},
       {"sort", FILTER({
          check_args(a, "sort", 3, {"reverse", "case_sensitive", "attribute"});
          const bool rev = arg(a, 0, "reverse", Value(false)).truthy();
@@ -432,7 +424,7 @@ const std::vector<std::pair<const char*, Filter>>& table() {
            seen.push_back(std::move(k));
            out.push_back(x);
          }
-         return Value::list(std::move(out));
+         return Value::generator(std::move(out));
        })},
       {"wordcount", FILTER({
          (void)a;

@@ -303,7 +303,8 @@ Value Interpreter::eval_slice(const Expr& e, const ScopePtr& scope) {
   for (const Value* v : {&vs, &ve, &vst})
     if (!v->is_none() && !v->is_int() && !v->is_bool()) raise("slice indices must be integers or None");
   if (obj.is_undefined()) raise_undefined(obj);
-  if (!obj.is_list() && !obj.is_string()) raise("'{}' object is not subscriptable with a slice", obj.type_name());
+  if ((!obj.is_list() && !obj.is_string()) || obj.is_generator())
+    raise("'{}' object is not subscriptable with a slice", obj.type_name());
   std::vector<uint32_t> cps;
   const bool ascii = obj.is_string() && is_ascii(obj.str());
   if (obj.is_string() && !ascii) cps = to_code_points(obj.str());

@@ -94,6 +94,7 @@ Value getitem(const Value& obj, const Value& key) {
       break;
     }
     case Value::Kind::List:
+      if (obj.is_generator()) return Value::undefined("'generator' object is not subscriptable");
       if (key.is_int() || key.is_bool()) {
         const int64_t i = py_index(key, obj.items().size());
         if (i >= 0) return obj.items()[static_cast<size_t>(i)];

@@ -36,7 +36,7 @@ Value repeat(const Value& seq, int64_t n) {
     if (n > 0 && seq.str().size() * static_cast<size_t>(n) > (64u << 20)) raise("string repetition too large");
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.str();
-    return Value(out);
+    return seq.is_markup() ? Value::markup(out) : Value(out);
   }
   if (n > 0 && seq.items().size() * static_cast<size_t>(n) > (1u << 22)) raise("list repetition too large");
   ValueList out;
@@ -62,7 +62,10 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
   if (op == "+") {
     if (ints) return Value(checked(add_ovf, a.as_int(), b.as_int()));
     if (nums) return Value(a.as_number() + b.as_number());
-    if (a.is_string() && b.is_string()) return Value(a.str() + b.str());
+    if (a.is_string() && b.is_string()) {
+      if (!a.is_markup() && !b.is_markup()) return Value(a.str() + b.str());
+      return Value::markup((a.is_markup() ? a.str() : html_escape(a.str())) + (b.is_markup() ? b.str() : html_escape(b.str())));
+    }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
       ValueList out = a.items();
       out.insert(out.end(), b.items().begin(), b.items().end());
@@ -94,6 +97,12 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
       return Value(floor_div(a.as_number(), b.as_number()));
     }
   } else if (op == "%") {
+    if (a.is_markup()) {  // Markup % args escapes the arguments
+      ValueList args = b.is_tuple() ? b.items() : ValueList{b};
+      for (Value& x : args)
+        if (!x.is_number() && !x.is_markup()) x = Value::markup(html_escape(py_str(x)));
+      return Value::markup(printf_format(a.str(), b.is_tuple() ? Value::list(std::move(args), true) : args[0]));
+    }
     if (a.is_string()) return Value(printf_format(a.str(), b));
     if (ints) {
       if (b.as_int() == 0) raise("integer division or modulo by zero");

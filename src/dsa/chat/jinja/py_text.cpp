@@ -218,7 +218,7 @@ std::string py_str(const Value& v) {
     case K::Int: return int_str(v.as_int());
     case K::Float: return float_repr(v.as_float());
     case K::String: return v.str();
-    case K::List: return repr_seq(v);
+    case K::List: return v.is_generator() ? "<generator object>" : repr_seq(v);
     case K::Dict: return repr_dict(v.dict_obj());
     case K::Callable: return "<function " + v.callable().name + ">";
     case K::Namespace: return "<Namespace " + repr_dict(v.dict_obj()) + ">";
@@ -293,6 +293,7 @@ void dump(std::string& out, const Value& v, const JsonOptions& o, int depth) {
     }
     case K::String: json_string(out, v.str(), o.ensure_ascii); return;
     case K::List: {
+      if (v.is_generator()) raise("Object of type generator is not JSON serializable");
       const auto& items = v.items();
       if (items.empty()) {
         out += "[]";
@@ -514,6 +515,21 @@ std::string py_title(std::string_view s) {
       prev_cased = true;
     } else if (!non_ascii_lead(c)) {
       prev_cased = false;
+    }
+  }
+  return o;
+}
+
+std::string html_escape(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&#34;"; break;
+      case '\'': o += "&#39;"; break;
+      default: o += c;
     }
   }
   return o;

@@ -44,5 +44,6 @@ std::string ascii_lower(std::string_view s);
 std::string ascii_upper(std::string_view s);
 std::string py_title(std::string_view s);       // str.title()
 std::string py_capitalize(std::string_view s);  // str.capitalize()
+std::string html_escape(std::string_view s);    // & < > " ' as markupsafe escapes them
 
 }  // namespace dsa::jinja

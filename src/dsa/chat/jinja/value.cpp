@@ -36,6 +36,12 @@ Value Value::undefined(std::string hint) {
   return v;
 }
 
+Value Value::markup(std::string s) {
+  Value v(std::move(s));
+  v.i_ = 1;
+  return v;
+}
+
 Value Value::none() {
   Value v;
   v.kind_ = Kind::None;
@@ -46,6 +52,12 @@ Value Value::list(ValueList items, bool tuple) {
   Value v;
   v.kind_ = Kind::List;
   v.list_ = std::make_shared<ListObj>(ListObj{std::move(items), tuple});
+  return v;
+}
+
+Value Value::generator(ValueList items) {
+  Value v = list(std::move(items));
+  v.list_->lazy = true;
   return v;
 }
 
@@ -109,7 +121,7 @@ bool Value::truthy() const {
     case Kind::Int: return i_ != 0;
     case Kind::Float: return f_ != 0;
     case Kind::String: return !s_.empty();
-    case Kind::List: return !list_->items.empty();
+    case Kind::List: return list_->lazy || !list_->items.empty();
     case Kind::Dict: return !dict_->items.empty();
     default: return true;
   }
@@ -123,7 +135,7 @@ const char* Value::type_name() const {
     case Kind::Int: return "int";
     case Kind::Float: return "float";
     case Kind::String: return "str";
-    case Kind::List: return list_->tuple ? "tuple" : "list";
+    case Kind::List: return list_->lazy ? "generator" : (list_->tuple ? "tuple" : "list");
     case Kind::Dict: return "dict";
     case Kind::Callable: return "function";
     case Kind::Namespace: return "Namespace";
@@ -143,6 +155,7 @@ bool equal(const Value& a, const Value& b) {
     case K::None: return true;
     case K::String: return a.str() == b.str();
     case K::List: {
+      if (a.is_generator() || b.is_generator()) return &a.list_obj() == &b.list_obj();
       if (a.is_tuple() != b.is_tuple()) return false;  // Python: [1] != (1,)
       const auto &x = a.items(), &y = b.items();
       if (x.size() != y.size()) return false;
@@ -177,7 +190,7 @@ int compare(const Value& a, const Value& b) {
     const int c = a.str().compare(b.str());  // UTF-8 byte order is code point order
     return c < 0 ? -1 : (c > 0 ? 1 : 0);
   }
-  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && !a.is_generator() && !b.is_generator()) {
     const auto &x = a.items(), &y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
       if (equal(x[i], y[i])) continue;

@@ -22,6 +22,9 @@ using ValueList = std::vector<Value>;
 struct ListObj {
   ValueList items;
   bool tuple = false;
+  // A generator in jinja2 (what map / select / reject / selectattr / rejectattr / unique / batch /
+  // items / reverse return): iterable, but always true, without len(), indexing or JSON form.
+  bool lazy = false;
 };
 
 struct DictObj {
@@ -58,8 +61,12 @@ class Value {
   Value(const char* s) : kind_(Kind::String), s_(s) {}
 
   static Value undefined(std::string hint = {});  // hint: the message used when it is misused
+  // A "safe" string (jinja2's Markup, made by the safe / escape filters): `+` with a plain string
+  // HTML-escapes the plain one, as Markup.__add__ does even without autoescaping.
+  static Value markup(std::string s);
   static Value none();
   static Value list(ValueList items = {}, bool tuple = false);
+  static Value generator(ValueList items);  // ListObj::lazy
   static Value dict();
   static Value dict(DictObj d);
   static Value function(std::string name, NativeFn fn);
@@ -75,8 +82,10 @@ class Value {
   bool is_float() const { return kind_ == Kind::Float; }
   bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
   bool is_string() const { return kind_ == Kind::String; }
+  bool is_markup() const { return kind_ == Kind::String && i_ == 1; }
   bool is_list() const { return kind_ == Kind::List; }
   bool is_tuple() const { return kind_ == Kind::List && list_->tuple; }
+  bool is_generator() const { return kind_ == Kind::List && list_->lazy; }
   bool is_dict() const { return kind_ == Kind::Dict; }
   bool is_callable() const { return kind_ == Kind::Callable; }
   bool is_namespace() const { return kind_ == Kind::Namespace; }
