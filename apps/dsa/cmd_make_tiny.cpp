@@ -6,6 +6,8 @@
 // are powers of two only with --pow2-scales, else the twin is within 2^-8 relative per weight).
 // `--preset flash|pro|glm-5.1 [--layers N] [--fast-fill]` writes the real shapes instead (for
 // load-time measurements; a few layers are enough: V4-Flash is ~3.4 GiB per layer).
+// Text: a tokenizer (dsa's own small BPE, or `--tokenizer FILE` copied and the vocabulary sized
+// to it), for GLM a chat template, and `--script FILE` scripted weights (tiny_text.h).
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +15,8 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "tiny_text.h"
+#include "dsa/core/error.h"
 #include "dsa/model/checkpoint.h"
 #include "dsa/model/checkpoint_tiny.h"
 
@@ -28,6 +32,7 @@ struct Args {
   std::string preset = "tiny";
   int64_t layers = 0;
   bool fast_fill = false;
+  TinyTextOptions text;
 };
 
 void run(const Args& a) {
@@ -40,10 +45,16 @@ void run(const Args& a) {
   o.preset = a.preset;
   o.layers = a.layers;
   o.fast_fill = a.fast_fill;
+  TinyTextOptions text = a.text;
+  text.arch = a.arch;
+  DSA_CHECK(text.write_tokenizer || (text.tokenizer.empty() && text.script.empty()),
+            "make-tiny: --no-tokenizer excludes --tokenizer and --script");
+  o.vocab = text.write_tokenizer ? tiny_vocab_size(text) : 0;
   o.verbose = a.preset != "tiny";
   if (a.preset != "tiny") o.max_shard_bytes = uint64_t{2} << 30;
   const auto t0 = std::chrono::steady_clock::now();
   TinyCheckpoint t = make_tiny_checkpoint(o, a.out);
+  if (text.write_tokenizer) write_tiny_text_files(text, a.out, t.config["vocab_size"].get<int64_t>());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Read back and check against the spec derived from the config.json just written.
   Checkpoint c = Checkpoint::open(a.out);
@@ -76,6 +87,13 @@ const bool registered = add_command([](CLI::App& app) {
       ->check(CLI::IsMember({"tiny", "flash", "pro", "glm-5.1"}));
   cmd->add_option("--layers", a->layers, "Keep only the first N layers (presets)");
   cmd->add_flag("--fast-fill", a->fast_fill, "Cheap pseudo-random bytes instead of quantized random weights");
+  cmd->add_option("--tokenizer", a->text.tokenizer,
+                  "Copy this tokenizer.json (with its tokenizer_config.json / chat_template.jinja) and size the "
+                  "vocabulary to it (default: dsa's own small BPE tokenizer with the model's special tokens)");
+  cmd->add_flag("!--no-tokenizer", a->text.write_tokenizer, "Write no tokenizer files");
+  cmd->add_option("--script", a->text.script,
+                  "JSON list of strings: scripted weights that make the model reply with these pieces after the "
+                  "first one (e.g. [\"<think>\", \"Hi\", \"</think>\", ...]), for testing chat end to end");
   cmd->callback([a] { run(*a); });
 });
 
