@@ -5,7 +5,9 @@
 // e.g. BOS, as vLLM does for completions; responses decoded without special tokens); --tokenizer
 // PATH picks another, --no-tokenizer serves ids only. The eos ids come from the checkpoint's
 // generation_config.json, else config.json (eos_token_id: an id or a list), plus the
-// tokenizer's eos token. On CUDA the kernels are tuned for the engine limits (max_step_tokens, max_running)
+// tokenizer's eos token. With a tokenizer, /v1/chat/completions renders conversations with the
+// model's prompt format (chat/prompt_format.h: DeepSeek-V4's encoder, GLM-5's chat template;
+// --chat-template FILE replaces it). On CUDA the kernels are tuned for the engine limits (max_step_tokens, max_running)
 // before the weights load, as `dsa generate` does (tune/model_warmup.h; --no-tune: cached
 // tactics only). Built only with cpp-httplib (DSA_WITH_SERVER); otherwise the command says so.
 #include <algorithm>
@@ -34,6 +36,7 @@
 #include "dsa/model/causal_lm.h"
 #include "dsa/server/server.h"
 #endif
+#include "dsa/chat/prompt_format.h"
 
 namespace dsa::cli {
 namespace {
@@ -46,6 +49,7 @@ struct Args {
   double tune_seconds = 60;
   std::string tokenizer;  // "" = the model dir's tokenizer.json when present
   bool use_tokenizer = true;
+  std::string chat_template;  // "" = the checkpoint's format
 };
 
 // eos_token_id of generation_config.json (preferred) or config.json: an id or a list of ids.
@@ -87,6 +91,9 @@ void run(const Args& a) {
   } else {
     log_info("no tokenizer: prompts are token ids, responses carry token_ids and empty text");
   }
+  std::shared_ptr<const chat::PromptFormat> format;  // before the weights: a broken template fails fast
+  if (tok) format = chat::load_prompt_format(a.model, std::string(model::arch_name(model::load_model_config(a.model).arch)),
+                                             a.chat_template);
   auto lm = model::load_causal_lm(a.model, dev);
   if (tok && tok->vocab_size() > lm->config().vocab_size)
     log_warn("the tokenizer has {} ids, the model's vocabulary {}: prompts using the ids above are refused (400)",
@@ -110,6 +117,12 @@ void run(const Args& a) {
   if (tok) {
     so.encode = [tok](const std::string& text) { return tok->encode(text, /*add_special_tokens=*/true); };
     so.decode = [tok](const std::vector<int32_t>& ids) { return tok->decode(ids, /*skip_special_tokens=*/true); };
+    auto chat = std::make_shared<server::ChatServing>();
+    chat->format = format;
+    chat->encode = [tok](const std::string& text) { return tok->encode(text, /*add_special_tokens=*/false); };
+    chat->decode = [tok](const std::vector<int32_t>& ids) { return tok->decode(ids, /*skip_special_tokens=*/false); };
+    log_info("chat: {}", chat->format->name());
+    so.chat = std::move(chat);
   }
   server::Server srv(eng, so);
   const int port = srv.bind();
@@ -124,7 +137,7 @@ void run(const Args& a) {
 }
 
 const bool registered = add_command([](CLI::App& app) {
-  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions: token ids, or text with a tokenizer)");
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions with a tokenizer)");
   auto a = std::make_shared<Args>();
   cmd->add_option("--model", a->model, "Checkpoint directory (config.json + safetensors)")->required();
   cmd->add_option("--host", a->host, "Address to listen on")->capture_default_str();
@@ -140,6 +153,8 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--threads", a->threads, "HTTP worker threads (each open stream holds one)")->capture_default_str();
   cmd->add_option("--tokenizer", a->tokenizer, "tokenizer.json (or its directory); default: the model dir's");
   cmd->add_flag("!--no-tokenizer", a->use_tokenizer, "Serve token-id prompts only (no tokenizer)");
+  cmd->add_option("--chat-template", a->chat_template,
+                  "A Jinja chat template for /v1/chat/completions instead of the checkpoint's format");
   cmd->add_flag("--tune,!--no-tune", a->tune,
                 "CUDA: tune kernel tactics missing from the tuning cache for these engine limits first (default on)");
   cmd->add_option("--tune-seconds", a->tune_seconds, "CUDA: time bound of tuning and warm-up")->capture_default_str();

@@ -30,6 +30,23 @@ std::vector<std::string> read_script(const std::string& path) {
   return pieces;
 }
 
+// A tool-use conversation in the family's prompt format: the tokenizer learns its words, so
+// chat prompts with tools stay short for the tiny model.
+std::string format_sample(const std::string& arch) {
+  using ojson = nlohmann::ordered_json;
+  chat::ChatPrompt p;
+  p.messages = ojson::parse(R"([{"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "What is the weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+    {"role": "tool", "tool_call_id": "c", "content": "sunny"}, {"role": "user", "content": "Thanks!"}])");
+  p.tools = ojson::parse(R"([{"type": "function", "function": {"name": "get_weather", "description": "Get the weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city name"}}, "required": ["city"]}}}])");
+  p.thinking = true;
+  const auto fmt = arch == "deepseek_v4" ? chat::make_deepseek_v4_format()
+                                         : chat::make_jinja_format(chat::builtin_glm5_template(), "builtin", chat::OutputSyntax::Glm, "", "");
+  return fmt->render(p);
+}
+
 fs::path tokenizer_file(const std::string& p) { return fs::is_directory(p) ? fs::path(p) / "tokenizer.json" : fs::path(p); }
 
 void write_json(const fs::path& p, const json& j) {
@@ -55,7 +72,7 @@ void write_tiny_text_files(const TinyTextOptions& o, const std::string& dir, int
     std::vector<std::string> extras;  // multi-character pieces of the script become single tokens
     for (const std::string& p : script)
       if (p.size() > 1) extras.push_back(p);
-    TinyTokenizer t = make_tiny_tokenizer(o.arch, vocab, extras);
+    TinyTokenizer t = make_tiny_tokenizer(o.arch, vocab, extras, format_sample(o.arch));
     write_tiny_tokenizer(t, dir);
     stops = t.stop_ids;
     bos = t.bos_id;

@@ -50,34 +50,8 @@ std::vector<int32_t> get_ids(const json& v, const char* key) {
 
 }  // namespace
 
-CompletionRequest parse_completion_request(const std::string& body, const EncodeFn& encode) {
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::parse_error& e) {
-    throw BadRequest(std::string("the body is not valid JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw BadRequest("the body must be a JSON object");
-  CompletionRequest r;
+void parse_generation_fields(const json& j, CompletionRequest& r) {
   engine::SamplingParams& p = r.params;
-  p.temperature = 1.0;  // OpenAI's default
-
-  if (!j.contains("prompt")) throw BadRequest("prompt is required", "prompt");
-  const json& pr = j["prompt"];
-  if (pr.is_string()) {
-    if (!encode)
-      throw BadRequest("this server has no tokenizer: send prompt as an array of token ids", "prompt");
-    r.prompt = encode(pr.get<std::string>());
-    r.text_prompt = true;
-  } else if (pr.is_array()) {
-    if (!pr.empty() && (pr[0].is_array() || pr[0].is_string()))
-      throw BadRequest("batched prompts are not supported: send one prompt per request", "prompt");
-    r.prompt = get_ids(pr, "prompt");
-  } else {
-    throw BadRequest("prompt must be a string or an array of integer token ids", "prompt");
-  }
-  if (r.prompt.empty()) throw BadRequest("prompt is empty", "prompt");
-
   if (j.contains("max_tokens") && !j["max_tokens"].is_null()) {
     p.max_tokens = get_int(j, "max_tokens", 1, std::numeric_limits<int32_t>::max());
     r.max_tokens_given = true;
@@ -119,6 +93,36 @@ CompletionRequest parse_completion_request(const std::string& body, const Encode
       r.include_usage = so["include_usage"].get<bool>();
     }
   }
+}
+
+CompletionRequest parse_completion_request(const std::string& body, const EncodeFn& encode) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    throw BadRequest(std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw BadRequest("the body must be a JSON object");
+  CompletionRequest r;
+  r.params.temperature = 1.0;  // OpenAI's default
+
+  if (!j.contains("prompt")) throw BadRequest("prompt is required", "prompt");
+  const json& pr = j["prompt"];
+  if (pr.is_string()) {
+    if (!encode)
+      throw BadRequest("this server has no tokenizer: send prompt as an array of token ids", "prompt");
+    r.prompt = encode(pr.get<std::string>());
+    r.text_prompt = true;
+  } else if (pr.is_array()) {
+    if (!pr.empty() && (pr[0].is_array() || pr[0].is_string()))
+      throw BadRequest("batched prompts are not supported: send one prompt per request", "prompt");
+    r.prompt = get_ids(pr, "prompt");
+  } else {
+    throw BadRequest("prompt must be a string or an array of integer token ids", "prompt");
+  }
+  if (r.prompt.empty()) throw BadRequest("prompt is empty", "prompt");
+
+  parse_generation_fields(j, r);
   return r;
 }
 

@@ -40,6 +40,10 @@ struct CompletionRequest {
   bool text_prompt = false;    // the prompt was a string (encoded by the tokenizer)
 };
 
+// The fields /v1/completions and /v1/chat/completions share (sampling, stop ids, n, stream,
+// stream_options) from a parsed body object into r (its prompt untouched).
+void parse_generation_fields(const nlohmann::json& j, CompletionRequest& r);
+
 // Parses a /v1/completions body. `encode` may be empty (then a string prompt is a BadRequest).
 // Vocabulary and length limits are the engine's (Engine::check_request), not checked here.
 CompletionRequest parse_completion_request(const std::string& body, const EncodeFn& encode);

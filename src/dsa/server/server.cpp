@@ -8,29 +8,13 @@
 
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
+#include "dsa/server/chat_route.h"
+#include "dsa/server/http_json.h"
 
 namespace dsa::server {
 namespace {
 
 using json = nlohmann::json;
-
-// JSON text; invalid UTF-8 (a decoder's partial character) becomes U+FFFD instead of throwing.
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-int64_t now_s() { return static_cast<int64_t>(std::time(nullptr)); }
-
-void send_json(httplib::Response& res, int status, const json& j) {
-  res.status = status;
-  res.set_content(dump(j), "application/json");
-}
-
-void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {}) {
-  const char* type = status == 400   ? "invalid_request_error"
-                     : status == 404 ? "not_found_error"
-                     : status == 501 ? "not_implemented_error"
-                                     : "internal_server_error";
-  send_json(res, status, error_json(message, type, param, status));
-}
 
 std::string next_id() {
   static std::atomic<uint64_t> n{0};
@@ -132,10 +116,13 @@ void Server::routes() {
     send_json(res, 200, {{"prompt", opt_.decode(ids)}});
   });
 
-  s.Post("/v1/chat/completions", [](const httplib::Request&, httplib::Response& res) {
-    send_error(res, 501,
-               "chat completions are not supported yet (no chat template support): use /v1/completions with token ids");
-  });
+  if (opt_.chat) {
+    add_chat_route(s, loop_, engine_, opt_.chat, opt_.model_name);
+  } else {
+    s.Post("/v1/chat/completions", [](const httplib::Request&, httplib::Response& res) {
+      send_error(res, 501, "this server has no tokenizer or chat format: use /v1/completions with token ids");
+    });
+  }
 
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     CompletionRequest cr;

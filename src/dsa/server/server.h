@@ -2,7 +2,7 @@
 // Routes: GET /health, GET /metrics (Prometheus text: running, waiting, finished by reason,
 // tokens, preemptions), GET /v1/models, POST /v1/completions (JSON or SSE streaming ending
 // `data: [DONE]`, stream_options.include_usage), POST /tokenize and /detokenize (with a
-// tokenizer, else 501), POST /v1/chat/completions (501: no chat template support yet).
+// tokenizer, else 501), POST /v1/chat/completions (chat_route.h; 501 without ServerOptions::chat).
 // Handlers run on httplib's thread pool: they parse and check a request (400 with an
 // OpenAI-style error object when it is malformed, names ids outside the vocabulary or is longer
 // than the context), submit it to the EngineLoop (one engine thread runs every step: continuous
@@ -16,6 +16,7 @@
 #include <string>
 
 #include "dsa/engine/engine.h"
+#include "dsa/server/chat_route.h"
 #include "dsa/server/engine_loop.h"
 #include "dsa/server/openai_protocol.h"
 
@@ -32,6 +33,7 @@ struct ServerOptions {
   int threads = 64;                // HTTP worker threads (each open stream holds one)
   EncodeFn encode;                 // optional tokenizer: string prompts and decoded text
   DecodeFn decode;
+  std::shared_ptr<const ChatServing> chat;  // optional: /v1/chat/completions (a format and the tokenizer)
 };
 
 class Server {

@@ -78,7 +78,8 @@ std::vector<std::string> chars(const std::string& s) {
 
 }  // namespace
 
-TinyTokenizer make_tiny_tokenizer(const std::string& arch, int64_t vocab, const std::vector<std::string>& extra_tokens) {
+TinyTokenizer make_tiny_tokenizer(const std::string& arch, int64_t vocab, const std::vector<std::string>& extra_tokens,
+                                  const std::string& extra_text) {
   const std::vector<std::string> specials = specials_of(arch);
   std::vector<std::string> extras;
   for (const std::string& e : extra_tokens) {
@@ -115,7 +116,7 @@ TinyTokenizer make_tiny_tokenizer(const std::string& arch, int64_t vocab, const 
     known.insert(c);
   }
   std::map<std::vector<std::string>, int64_t> counts;
-  for (const std::string& w : words(kCorpus)) ++counts[chars(tok::bytes_to_chars(w))];
+  for (const std::string& w : words(std::string(kCorpus) + extra_text)) ++counts[chars(tok::bytes_to_chars(w))];
   ojson merges = ojson::array();
   while (id < vocab) {
     std::map<std::pair<std::string, std::string>, int64_t> pairs;

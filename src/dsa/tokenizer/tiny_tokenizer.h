@@ -9,8 +9,9 @@
 //    bos_token_id 0 / eos_token_id 1;
 //  - then `extra_tokens` (whole pieces of text a test wants as single tokens), then the 256
 //    byte tokens, then merges learned from a small built-in English text (the most frequent
-//    pair first, ties broken by the pair's text, so the result is deterministic) until the
-//    model's vocabulary is full.
+//    pair first, ties broken by the pair's text, so the result is deterministic), plus
+//    `extra_text` (e.g. the family's tool-use prompt, so that prompts stay short), until the
+//    model's vocabulary is full or no pair repeats.
 // stop_ids: the ids that end an assistant turn (the eos_token_id list of generation_config.json).
 #pragma once
 #include <cstdint>
@@ -28,7 +29,8 @@ struct TinyTokenizer {
 };
 
 // arch: "deepseek_v4" or "glm_moe_dsa"; vocab: the model's vocabulary size (ids in [0, vocab)).
-TinyTokenizer make_tiny_tokenizer(const std::string& arch, int64_t vocab, const std::vector<std::string>& extra_tokens = {});
+TinyTokenizer make_tiny_tokenizer(const std::string& arch, int64_t vocab, const std::vector<std::string>& extra_tokens = {},
+                                  const std::string& extra_text = "");
 
 // Writes tokenizer.json and tokenizer_config.json into dir.
 void write_tiny_tokenizer(const TinyTokenizer& t, const std::string& dir);
