@@ -49,6 +49,15 @@ size_t holdback(const std::string& buf, const std::vector<std::string>& ds) {
 
 }  // namespace
 
+void ReplyDelta::append(ReplyDelta more) {
+  reasoning += more.reasoning;
+  content += more.content;
+  for (ToolCallDelta& t : more.tool_calls) {
+    if (!tool_calls.empty() && tool_calls.back().index == t.index && t.id.empty()) tool_calls.back().arguments += t.arguments;
+    else tool_calls.push_back(std::move(t));
+  }
+}
+
 bool prompt_opens_reasoning(std::string_view prompt) {
   const size_t open = prompt.rfind("<think>"), close = prompt.rfind("</think>");
   return open != std::string_view::npos && (close == std::string_view::npos || close < open);

@@ -43,6 +43,7 @@ struct ReplyDelta {
   std::string reasoning, content;
   std::vector<ToolCallDelta> tool_calls;
   bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
+  void append(ReplyDelta more);  // `more` follows this delta (pieces of one call are joined)
 };
 
 struct ToolCall {

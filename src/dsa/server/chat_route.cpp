@@ -1,10 +1,10 @@
 #include "dsa/server/chat_route.h"
 
+#include <httplib.h>
+
 #include <algorithm>
 #include <atomic>
 #include <random>
-
-#include <httplib.h>
 
 #include "dsa/chat/output_parser.h"
 #include "dsa/core/error.h"
@@ -83,6 +83,67 @@ std::string finish_reason(engine::FinishReason r, const chat::OutputParser& repl
   return reply.complete_tool_calls() > 0 ? "tool_calls" : "stop";
 }
 
+// One streamed reply: SSE chunks as the engine's tokens come (called by httplib's chunked
+// content provider until it returns; false = the client went away).
+struct ChatStream {
+  EngineLoop& loop;
+  std::shared_ptr<RequestStream> stream;
+  std::shared_ptr<const Prepared> p;
+  chat::OutputParser reply;
+  IncrementalText text;
+  std::string id, model;
+  int64_t created;
+  bool started = false;
+
+  bool write(httplib::DataSink& sink, json chunk) const {
+    if (p->req.gen.include_usage && chunk.contains("choices")) chunk["usage"] = nullptr;
+    return write_raw(sink, dump(chunk));
+  }
+  static bool write_raw(httplib::DataSink& sink, const std::string& data) {
+    const std::string line = "data: " + data + "\n\n";
+    return sink.write(line.data(), line.size());
+  }
+  bool end_with_error(httplib::DataSink& sink, const std::string& message) {
+    write_raw(sink, dump(error_json(message, "internal_server_error", "", 500)));
+    write_raw(sink, "[DONE]");
+    sink.done();
+    return true;
+  }
+
+  bool run(httplib::DataSink& sink) {
+    if (!started) {
+      started = true;
+      if (!write(sink, chat_chunk_json(id, created, model, {{"role", "assistant"}, {"content", ""}}, ""))) return gone();
+    }
+    for (;;) {
+      if (!sink.is_writable()) return gone();
+      for (StreamEvent& e : stream->wait(std::chrono::milliseconds(100))) {
+        const bool fin = e.finish != engine::FinishReason::None;
+        if (e.finish == engine::FinishReason::Error || e.finish == engine::FinishReason::Abort)
+          return end_with_error(sink, e.error);
+        chat::ReplyDelta d = reply.feed(text.add(reply_tokens(e.tokens, p->end_ids), fin));
+        if (fin) d.append(reply.finish());
+        if (!d.empty() && !write(sink, chat_chunk_json(id, created, model, delta_json(d), ""))) return gone();
+        if (!fin) continue;
+        write(sink, chat_chunk_json(id, created, model, json::object(), finish_reason(e.finish, reply)));
+        if (p->req.gen.include_usage) {
+          json u = chat_chunk_json(id, created, model, json::object(), "");
+          u["choices"] = json::array();
+          u["usage"] = Usage{e.prompt_tokens, e.completion_tokens}.json();
+          write_raw(sink, dump(u));
+        }
+        write_raw(sink, "[DONE]");
+        sink.done();
+        return true;
+      }
+    }
+  }
+  bool gone() {
+    loop.abort(stream);
+    return false;
+  }
+};
+
 }  // namespace
 
 void add_chat_route(httplib::Server& http, EngineLoop& loop, const engine::Engine& engine,
@@ -117,74 +178,20 @@ void add_chat_route(httplib::Server& http, EngineLoop& loop, const engine::Engin
     }
 
     res.set_header("Cache-Control", "no-cache");
-    auto reply = std::make_shared<chat::OutputParser>(p->parser);
-    auto text = std::make_shared<IncrementalText>(chat->decode);
-    auto started = std::make_shared<bool>(false);
+    auto s = std::make_shared<ChatStream>(
+        ChatStream{loop, stream, p, chat::OutputParser(p->parser), IncrementalText(chat->decode), id, model_name, created});
     res.set_chunked_content_provider(
         "text/event-stream",
-        [&loop, stream, p, reply, text, started, id, created, model_name](size_t, httplib::DataSink& sink) {
-          const bool usage = p->req.gen.include_usage;
-          auto write = [&](json chunk) {
-            if (usage && chunk.contains("choices")) chunk["usage"] = nullptr;
-            const std::string line = "data: " + dump(chunk) + "\n\n";
-            return sink.write(line.data(), line.size());
-          };
-          auto write_raw = [&](const std::string& data) {
-            const std::string line = "data: " + data + "\n\n";
-            return sink.write(line.data(), line.size());
-          };
-          if (!*started) {
-            *started = true;
-            if (!write(chat_chunk_json(id, created, model_name, {{"role", "assistant"}, {"content", ""}}, ""))) {
-              loop.abort(stream);
-              return false;
-            }
-          }
-          for (;;) {
-            if (!sink.is_writable()) {
-              loop.abort(stream);
-              return false;
-            }
-            for (StreamEvent& e : stream->wait(std::chrono::milliseconds(100))) {
-              const bool fin = e.finish != engine::FinishReason::None;
-              if (fin && (e.finish == engine::FinishReason::Error || e.finish == engine::FinishReason::Abort)) {
-                write_raw(dump(error_json(e.error, "internal_server_error", "", 500)));
-                write_raw("[DONE]");
-                sink.done();
-                return true;
-              }
-              chat::ReplyDelta d = reply->feed(text->add(reply_tokens(e.tokens, p->end_ids), fin));
-              if (fin) {
-                chat::ReplyDelta last = reply->finish();
-                d.reasoning += last.reasoning;
-                d.content += last.content;
-                for (auto& t : last.tool_calls) {
-                  if (!d.tool_calls.empty() && d.tool_calls.back().index == t.index && t.id.empty())
-                    d.tool_calls.back().arguments += t.arguments;
-                  else
-                    d.tool_calls.push_back(std::move(t));
-                }
-              }
-              if (!d.empty() && !write(chat_chunk_json(id, created, model_name, delta_json(d), ""))) {
-                loop.abort(stream);
-                return false;
-              }
-              if (!fin) continue;
-              write(chat_chunk_json(id, created, model_name, json::object(), finish_reason(e.finish, *reply)));
-              if (usage) {
-                json u = chat_chunk_json(id, created, model_name, json::object(), "");
-                u["choices"] = json::array();
-                u["usage"] = Usage{e.prompt_tokens, e.completion_tokens}.json();
-                write_raw(dump(u));
-              }
-              write_raw("[DONE]");
-              sink.done();
-              return true;
-            }
+        [s](size_t, httplib::DataSink& sink) {
+          try {
+            return s->run(sink);
+          } catch (const std::exception& e) {  // e.g. a reply id the tokenizer cannot decode
+            s->loop.abort(s->stream);
+            return s->end_with_error(sink, e.what());
           }
         },
-        [&loop, stream](bool success) {
-          if (!success && !stream->finished()) loop.abort(stream);
+        [s](bool success) {
+          if (!success && !s->stream->finished()) s->loop.abort(s->stream);
         });
   });
 }

@@ -126,18 +126,6 @@ CompletionRequest parse_completion_request(const std::string& body, const Encode
   return r;
 }
 
-std::string IncrementalText::add(const std::vector<int32_t>& tokens, bool last) {
-  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
-  const std::string full = decode_(tokens_);
-  static const std::string kReplacement = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
-  size_t end = full.size();
-  if (!last && end >= 3 && full.compare(end - 3, 3, kReplacement) == 0) end -= 3;
-  if (end <= sent_) return {};
-  std::string out = full.substr(sent_, end - sent_);
-  sent_ = end;
-  return out;
-}
-
 json error_json(const std::string& message, const std::string& type, const std::string& param, int code) {
   return {{"error",
            {{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)}, {"code", code}}}};

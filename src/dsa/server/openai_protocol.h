@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dsa/engine/sampling_params.h"
+#include "dsa/tokenizer/incremental_text.h"
 
 namespace dsa::server {
 
@@ -56,21 +57,8 @@ struct Usage {
   nlohmann::json json() const;  // prompt_tokens, completion_tokens, total_tokens
 };
 
-// Text of a stream chunk by chunk: decodes all tokens so far and returns what extends the text
-// already returned, holding back a trailing U+FFFD (a multi-byte character whose bytes are split
-// across tokens) until more tokens or the last chunk come. Assumes the decoding of a longer
-// sequence extends that of a shorter one. Quadratic in the output length (one decode of
-// everything per chunk); fine for the lengths served now.
-class IncrementalText {
- public:
-  explicit IncrementalText(DecodeFn decode) : decode_(std::move(decode)) {}
-  std::string add(const std::vector<int32_t>& tokens, bool last);
-
- private:
-  DecodeFn decode_;
-  std::vector<int32_t> tokens_;
-  size_t sent_ = 0;
-};
+// IncrementalText (tokenizer/incremental_text.h): streamed text that never splits a character.
+using IncrementalText = ::dsa::IncrementalText;
 
 // One choice of a text_completion (whole or chunk). `text` is the decoded text ("" without a
 // tokenizer); token_ids are always given. finish_reason null while unfinished.

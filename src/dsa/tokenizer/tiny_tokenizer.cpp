@@ -150,6 +150,15 @@ TinyTokenizer make_tiny_tokenizer(const std::string& arch, int64_t vocab, const 
     counts = std::move(next);
   }
 
+  // The rest of the model's ids are reserved special tokens (as real vocabularies have place
+  // holders), so that every id a model can emit decodes.
+  for (int k = 0; id < vocab; ++k) {
+    const std::string r = arch == "deepseek_v4" ? "<｜place▁holder▁no▁" + std::to_string(k) + "｜>" : "<|reserved_" + std::to_string(k) + "|>";
+    added.push_back({{"id", id}, {"content", r}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                     {"normalized", false}, {"special", true}});
+    vocab_json[r] = id++;
+  }
+
   TinyTokenizer t;
   const ojson byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
   t.tokenizer_json = {{"version", "1.0"},

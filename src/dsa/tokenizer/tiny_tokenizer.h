@@ -11,7 +11,8 @@
 //    byte tokens, then merges learned from a small built-in English text (the most frequent
 //    pair first, ties broken by the pair's text, so the result is deterministic), plus
 //    `extra_text` (e.g. the family's tool-use prompt, so that prompts stay short), until the
-//    model's vocabulary is full or no pair repeats.
+//    model's vocabulary is full or no pair repeats; the ids left are reserved special tokens, so
+//    that every id the model can emit decodes.
 // stop_ids: the ids that end an assistant turn (the eos_token_id list of generation_config.json).
 #pragma once
 #include <cstdint>
