@@ -28,6 +28,7 @@
 #include "dsa/model/config.h"
 #include "dsa/tokenizer/incremental_text.h"
 #include "dsa/tokenizer/tokenizer.h"
+#include "reply_decoder.h"
 
 namespace dsa::cli {
 namespace {
@@ -146,7 +147,7 @@ void run(const Args& a) {
     po.syntax = format->syntax();
     po.starts_in_reasoning = chat::prompt_opens_reasoning(prompt_text);
     chat::OutputParser reply(po);
-    IncrementalText text([tok](const std::vector<int32_t>& ids) { return tok->decode(ids, false); });
+    IncrementalText text(reply_decoder(tok, format->syntax()));
     Printer out(tty);
     const std::vector<int32_t>& stops = eo.eos_token_ids;
     eng.add_request(prompt, sp);

@@ -37,6 +37,7 @@
 #include "dsa/server/server.h"
 #endif
 #include "dsa/chat/prompt_format.h"
+#include "reply_decoder.h"
 
 namespace dsa::cli {
 namespace {
@@ -120,7 +121,7 @@ void run(const Args& a) {
     auto chat = std::make_shared<server::ChatServing>();
     chat->format = format;
     chat->encode = [tok](const std::string& text) { return tok->encode(text, /*add_special_tokens=*/false); };
-    chat->decode = [tok](const std::vector<int32_t>& ids) { return tok->decode(ids, /*skip_special_tokens=*/false); };
+    chat->decode = reply_decoder(tok, format->syntax());
     log_info("chat: {}", chat->format->name());
     so.chat = std::move(chat);
   }

@@ -171,9 +171,13 @@ TEST(GlmOutput, BrokenReplies) {
   r = parse("done<|observation|>junk<tool_call>x</tool_call>", opts(OutputSyntax::Glm, false));
   EXPECT_EQ(r.content, "done");
   EXPECT_TRUE(r.calls.empty());
-  // Without tools in the request, call markup is content.
-  r = parse("<tool_call>note</tool_call>", opts(OutputSyntax::Glm, false, false));
-  EXPECT_EQ(r.content, "<tool_call>note</tool_call>");
+  // Without tools in the request there are no calls: the tags go, their text stays. Stray tags
+  // outside a call go too.
+  r = parse("<tool_call>note<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>", opts(OutputSyntax::Glm, false, false));
+  EXPECT_EQ(r.content, "notekv");
+  EXPECT_TRUE(r.calls.empty());
+  r = parse("a</arg_value>b<arg_key>c</tool_call>d", opts(OutputSyntax::Glm, true));
+  EXPECT_EQ(r.reasoning, "abcd");
   // A value that is not JSON for a non-string parameter becomes a string.
   r = parse("<tool_call>get_weather<arg_key>days</arg_key><arg_value>two</arg_value></tool_call>", opts(OutputSyntax::Glm, false));
   EXPECT_EQ(args(r, 0), ojson::parse(R"({"days": "two"})"));
@@ -240,6 +244,10 @@ TEST(DeepseekV4Output, BrokenReplies) {
   EXPECT_EQ(r.content, "x\n\n");
   r = parse("text\n\nmore", opts(OutputSyntax::DeepseekV4, false));
   EXPECT_EQ(r.content, "text\n\nmore");
+  // Without tools: no calls, the DSML marker goes.
+  r = parse(dsml(invoke("note", param("text", true, "x"))), opts(OutputSyntax::DeepseekV4, false, false));
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.content, "\n\n<tool_calls>\n<invoke name=\"note\">\n<parameter name=\"text\" string=\"true\">x</parameter>\n</invoke>\n</tool_calls>");
 }
 
 // Calls written by the formats' own prompt encoders parse back to the same calls.

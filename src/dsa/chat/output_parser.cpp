@@ -58,6 +58,14 @@ void ReplyDelta::append(ReplyDelta more) {
   }
 }
 
+const std::vector<std::string>& reply_markers(OutputSyntax s) {
+  static const std::vector<std::string> glm = {"<think>",   "</think>",   "<tool_call>",   "</tool_call>",
+                                               "<arg_key>", "</arg_key>", "<arg_value>",   "</arg_value>",
+                                               "<|endoftext|>", "<|user|>", "<|observation|>"};
+  static const std::vector<std::string> v4 = {"<think>", "</think>", "｜DSML｜", "<｜end▁of▁sentence｜>"};
+  return s == OutputSyntax::Glm ? glm : v4;
+}
+
 bool prompt_opens_reasoning(std::string_view prompt) {
   const size_t open = prompt.rfind("<think>"), close = prompt.rfind("</think>");
   return open != std::string_view::npos && (close == std::string_view::npos || close < open);
@@ -170,6 +178,10 @@ void OutputParser::run(ReplyDelta& out, bool final) {
       glm ? std::vector<std::string>{"<tool_call>"} : std::vector<std::string>{"\n\n" + kDsmlBlock, kDsmlBlock};
   const std::vector<std::string> ends = glm ? std::vector<std::string>{"<|endoftext|>", "<|user|>", "<|observation|>"}
                                             : std::vector<std::string>{"<｜end▁of▁sentence｜>"};
+  // Tool-call tags outside a call (all of them when the request offered no tools): dropped.
+  std::vector<std::string> stray = glm ? std::vector<std::string>{"</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"}
+                                       : std::vector<std::string>{"｜DSML｜"};
+  if (glm && !o_.parse_tool_calls) stray.push_back("<tool_call>");
   for (;;) {
     if (state_ == State::Done) {
       buf_.clear();
@@ -181,6 +193,7 @@ void OutputParser::run(ReplyDelta& out, bool final) {
       case State::Content:
         ds = {"<think>", "</think>"};
         if (o_.parse_tool_calls) ds.insert(ds.end(), tool_start.begin(), tool_start.end());
+        ds.insert(ds.end(), stray.begin(), stray.end());
         break;
       case State::GlmName:
       case State::GlmBetween: ds = {"<arg_key>", "</tool_call>"}; break;
@@ -203,8 +216,10 @@ void OutputParser::run(ReplyDelta& out, bool final) {
         which = i;
       }
     }
-    if (best == std::string::npos) {
-      const size_t keep = final ? 0 : holdback(buf_, ds);
+    // A match waits while a longer delimiter could still start at or before it (its text is a
+    // prefix of that delimiter running to the end of what arrived).
+    const size_t keep = final ? 0 : holdback(buf_, ds);
+    if (best == std::string::npos || buf_.size() - keep <= best) {
       emit_text(out, std::string_view(buf_).substr(0, buf_.size() - keep));
       buf_.erase(0, buf_.size() - keep);
       return;
@@ -221,15 +236,16 @@ void OutputParser::run(ReplyDelta& out, bool final) {
     switch (state_) {
       case State::Reasoning:
         if (d == "</think>") state_ = State::Content;
-        else if (d != "<think>") enter_tool_block();  // tool calls end unfinished reasoning
-        break;
+        else if (o_.parse_tool_calls && std::find(tool_start.begin(), tool_start.end(), d) != tool_start.end())
+          enter_tool_block();
+        break;  // tool calls end unfinished reasoning; other tags are dropped
       case State::Content:
         if (d == "<think>") {
           if (!reasoned_ && trim(content_).empty()) {  // a reply that opens its own reasoning
             state_ = State::Reasoning;
             reasoned_ = true;
           }
-        } else if (d != "</think>") {
+        } else if (o_.parse_tool_calls && std::find(tool_start.begin(), tool_start.end(), d) != tool_start.end()) {
           enter_tool_block();
         }
         break;

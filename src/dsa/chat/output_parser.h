@@ -6,7 +6,8 @@
 // Reasoning: starts in reasoning when the prompt opened <think> (starts_in_reasoning); ends at
 // </think>, or at the start of tool calls (a reply that forgets </think>); a reply that never
 // closes it is all reasoning. A reply that opens <think> itself (before any content) reasons
-// too; stray <think> / </think> tags elsewhere are dropped.
+// too; stray <think> / </think> tags elsewhere are dropped, and so are tool-call tags outside a
+// call (all of them when the request offered no tools: the text between them stays).
 // Tool calls (only when the request offered tools), one OpenAI tool call each, arguments as
 // JSON text streamed piece by piece:
 //  - GLM: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>...</tool_call>; V is a
@@ -58,6 +59,10 @@ struct ParserOptions {
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // OpenAI tool objects (GLM argument types)
   std::function<std::string()> next_call_id;  // default: call_0, call_1, ...
 };
+
+// The special tokens a reply of this syntax is parsed by (delimiters, end-of-turn markers):
+// other special tokens are not part of the reply text.
+const std::vector<std::string>& reply_markers(OutputSyntax s);
 
 // Whether a prompt leaves the model inside <think> (its last <think> is not closed).
 bool prompt_opens_reasoning(std::string_view prompt);

@@ -25,7 +25,7 @@ namespace dsa::server {
 struct ChatServing {
   std::shared_ptr<const chat::PromptFormat> format;
   EncodeFn encode;  // prompt text -> ids, adding no special tokens (the format writes them)
-  DecodeFn decode;  // reply ids -> text, special tokens kept (the parsers read <think>, <tool_call>, ...)
+  DecodeFn decode;  // reply ids -> text keeping the special tokens the parsers read (chat::reply_markers)
 };
 
 void add_chat_route(httplib::Server& http, EngineLoop& loop, const engine::Engine& engine,
