@@ -5,11 +5,10 @@
 // "skip_special": B} -> {"text": T} (tests compare a whole corpus with one process).
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <iostream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -87,7 +86,8 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_flag("--tokens", o->tokens, "Also print each id with its token");
   cmd->add_flag("--batch", o->batch, "JSON lines on stdin: {text, special} -> {ids}; {decode, skip_special} -> {text}");
   cmd->callback([o, text, file, dec] {
-    DSA_CHECK(o->batch || text->count() || file->count() || dec->count(), "tokenize: give --text, --text-file, --decode or --batch");
+    DSA_CHECK(o->batch || text->count() || file->count() || dec->count(),
+              "tokenize: give --text, --text-file, --decode or --batch");
     run(*o);
   });
 });

@@ -84,6 +84,13 @@ bool parse_float(const std::string& s0, double& out) {
   return *end == 0;
 }
 
+// A keyword-only argument (undefined when not given).
+Value kwarg(const CallArgs& a, const char* name) {
+  for (const auto& [k, v] : a.kw)
+    if (k == name) return v;
+  return Value();
+}
+
 // Filter/test name and its remaining arguments for map/select-style filters.
 CallArgs shift(const CallArgs& a, size_t from) {
   CallArgs r;
@@ -351,9 +358,9 @@ const std::vector<std::pair<const char*, Filter>>& table() {
       {"map", FILTER({
          ValueList out;
          if (!v.truthy()) return Value::generator({});  // jinja2 skips a false input
-         const Value attribute = arg(a, 99, "attribute");
+         const Value attribute = kwarg(a, "attribute");
          if (!attribute.is_undefined()) {
-           const Value def = arg(a, 99, "default");
+           const Value def = kwarg(a, "default");
            for (const Value& x : iterate(v)) out.push_back(attr_path(x, attribute, def));
            return Value::generator(std::move(out));
          }

@@ -408,8 +408,21 @@ Value Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
   return Value();
 }
 
-Template::Template(std::string_view source, const LexOptions& lex_options)
-    : body_(std::make_shared<const Body>(parse(lex(source, lex_options)))) {}
+namespace {
+
+std::shared_ptr<const Body> parse_source(std::string_view source, const LexOptions& lex_options) {
+  try {
+    return std::make_shared<const Body>(parse(lex(source, lex_options)));
+  } catch (const TemplateError&) {
+    throw;
+  } catch (const std::exception& e) {  // std::bad_alloc and the like: still a template error
+    throw TemplateError(std::string("cannot parse the template: ") + e.what());
+  }
+}
+
+}  // namespace
+
+Template::Template(std::string_view source, const LexOptions& lex_options) : body_(parse_source(source, lex_options)) {}
 
 std::string Template::render(const Value& context, const RenderLimits& limits) const {
   try {
