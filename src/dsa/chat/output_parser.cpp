@@ -163,7 +163,14 @@ void OutputParser::end_value(ReplyDelta& out) {
   }
   const std::string v = trim(value_);
   const ojson parsed = ojson::parse(v, nullptr, false);
-  args(out, !v.empty() && !parsed.is_discarded() ? v : "\"" + json_escape(value_) + "\"");
+  if (!v.empty() && !parsed.is_discarded()) {
+    args(out, v);
+    return;
+  }
+  std::string quoted(1, '"');  // not "\"" + ...: GCC 12 warns falsely (-Wrestrict) on that form
+  quoted += json_escape(value_);
+  quoted += '"';
+  args(out, quoted);
 }
 
 void OutputParser::end_call(ReplyDelta& out) {
