@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the build and test dependencies from Debian packages. Idempotent and quick when all
-# is present; does nothing where apt-get is unavailable (e.g. the GPU machine, which ships them).
+# Installs the build and test dependencies from Debian packages, and the Python packages the
+# tests use as oracles with pip. Idempotent and quick when all is present; installs no Debian
+# package where apt-get is unavailable (e.g. the GPU machine, which ships them).
 # Optional packages (PCRE2 for the tokenizer, cpp-httplib for the server) only warn when they
 # cannot be installed: CMake then leaves those parts out and says so.
 set -euo pipefail
@@ -27,8 +28,8 @@ PY
   [ -z "$need" ] && return 0
   echo "install-deps: pip install $need"
   # shellcheck disable=SC2086
-  python3 -m pip install --quiet --disable-pip-version-check $need 2>/dev/null ||
-    python3 -m pip install --quiet --disable-pip-version-check --break-system-packages $need ||
+  local pip=(python3 -m pip install --quiet --disable-pip-version-check --retries 2 --timeout 30)
+  "${pip[@]}" $need 2>/dev/null || "${pip[@]}" --break-system-packages $need ||
     echo "install-deps: could not pip install $need; the tests that need them will skip" >&2
 }
 mapfile -t missing < <(missing_of "${required[@]}" "${optional[@]}")
@@ -38,6 +39,7 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 if ! command -v apt-get >/dev/null; then
   echo "install-deps: missing ${missing[*]} and no apt-get here; continuing with what is installed" >&2
+  python_deps
   exit 0
 fi
 SUDO=""
