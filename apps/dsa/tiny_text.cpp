@@ -83,6 +83,8 @@ void write_tiny_text_files(const TinyTextOptions& o, const std::string& dir, int
     for (const char* extra : {"tokenizer_config.json", "chat_template.jinja"})
       if (fs::exists(src.parent_path() / extra))
         fs::copy_file(src.parent_path() / extra, out / extra, fs::copy_options::overwrite_existing);
+    if (o.arch == "glm_moe_dsa" && !fs::exists(out / "chat_template.jinja"))
+      std::ofstream(out / "chat_template.jinja") << chat::builtin_glm5_template();
   }
   auto tok = Tokenizer::load(dir);
   if (!o.tokenizer.empty()) {

@@ -1,8 +1,8 @@
 // Text files of `dsa make-tiny` checkpoints, so that every tiny model can be served with text
 // and chat:
 //  - --tokenizer FILE: that tokenizer.json (with the tokenizer_config.json and
-//    chat_template.jinja beside it, when there) is copied, and the model's vocabulary is sized
-//    to it (tiny_vocab_size);
+//    chat_template.jinja beside it, when there; GLM gets dsa's GLM-5 template when none is) is
+//    copied, and the model's vocabulary is sized to it (tiny_vocab_size);
 //  - otherwise dsa's own small byte-level BPE tokenizer (tokenizer/tiny_tokenizer.h) with the
 //    model family's special tokens, and for GLM dsa's GLM-5 chat template (chat_template.jinja);
 //  - generation_config.json (and config.json's bos/eos ids) with the tokens that end a turn;
