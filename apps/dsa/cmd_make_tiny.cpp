@@ -9,12 +9,15 @@
 // `--variant transformers [--canonical]`: the storage forms transformers writes where they differ
 // from the release files, or (--canonical) the same values in the release forms
 // (checkpoint_tiny.h: TinyOptions::variant).
+// Text: a tokenizer (dsa's own small BPE, or `--tokenizer FILE` copied and the vocabulary sized
+// to it), for GLM a chat template, and `--script FILE` scripted weights (tiny_text.h).
 #include <chrono>
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "tiny_text.h"
 #include "dsa/core/error.h"
 #include "dsa/model/checkpoint_load.h"
 #include "dsa/model/checkpoint_tiny.h"
@@ -34,6 +37,7 @@ struct Args {
   bool fast_fill = false;
   std::string variant;
   bool canonical = false;
+  TinyTextOptions text;
 };
 
 void run(const Args& a) {
@@ -49,10 +53,16 @@ void run(const Args& a) {
   o.variant = a.variant;
   o.variant_canonical = a.canonical;
   DSA_CHECK(!a.canonical || !a.variant.empty(), "--canonical needs --variant");
+  TinyTextOptions text = a.text;
+  text.arch = a.arch;
+  DSA_CHECK(text.write_tokenizer || (text.tokenizer.empty() && text.script.empty()),
+            "make-tiny: --no-tokenizer excludes --tokenizer and --script");
+  o.vocab = text.write_tokenizer ? tiny_vocab_size(text) : 0;
   o.verbose = a.preset != "tiny";
   if (a.preset != "tiny") o.max_shard_bytes = uint64_t{2} << 30;
   const auto t0 = std::chrono::steady_clock::now();
   TinyCheckpoint t = make_tiny_checkpoint(o, a.out);
+  if (text.write_tokenizer) write_tiny_text_files(text, a.out, t.config["vocab_size"].get<int64_t>());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Read back through the loader every command uses (config.json reader, weight spec, stored
   // forms): memory-mapped, so nothing is copied.
@@ -90,6 +100,13 @@ const bool registered = add_command([](CLI::App& app) {
       ->check(CLI::IsMember({"transformers"}));
   cmd->add_flag("--canonical", a->canonical,
                 "With --variant: the same values in the release storage (the checkpoint the variant must match)");
+  cmd->add_option("--tokenizer", a->text.tokenizer,
+                  "Copy this tokenizer.json (with its tokenizer_config.json / chat_template.jinja) and size the "
+                  "vocabulary to it (default: dsa's own small BPE tokenizer with the model's special tokens)");
+  cmd->add_flag("!--no-tokenizer", a->text.write_tokenizer, "Write no tokenizer files");
+  cmd->add_option("--script", a->text.script,
+                  "JSON list of strings: scripted weights that make the model reply with these pieces after the "
+                  "first one (e.g. [\"<think>\", \"Hi\", \"</think>\", ...]), for testing chat end to end");
   cmd->callback([a] { run(*a); });
 });
 

@@ -7,7 +7,9 @@
 // serves ids only. The eos ids come from the checkpoint's generation_config.json, else
 // config.json (eos_token_id: an id or a list), plus the tokenizer's eos token. Engine limits
 // carry vLLM's names (--max-num-seqs, --max-num-batched-tokens, --max-model-len; the old
-// --max-running / --max-step-tokens still work). On CUDA the kernels are tuned for those limits
+// --max-running / --max-step-tokens still work). With a tokenizer, /v1/chat/completions renders
+// conversations with the model's prompt format (chat/prompt_format.h: DeepSeek-V4's encoder,
+// GLM-5's chat template; --chat-template FILE replaces it). On CUDA the kernels are tuned for those limits
 // before the weights load, as `dsa generate` does (tune/model_warmup.h; --no-tune: cached
 // tactics only). SIGTERM / SIGINT drain: no new connections or requests, requests in progress
 // get --shutdown-timeout seconds, then the rest are aborted (open streams end with a final
@@ -49,6 +51,8 @@
 #include "dsa/model/causal_lm.h"
 #include "dsa/server/server.h"
 #endif
+#include "dsa/chat/prompt_format.h"
+#include "reply_decoder.h"
 
 namespace dsa::cli {
 namespace {
@@ -67,6 +71,7 @@ struct Args {
   int64_t max_queue = 2048;
   size_t max_request_bytes = 4u << 20;
   double header_timeout = 10, idle_timeout = 15, read_timeout = 30, shutdown_timeout = 30;
+  std::string chat_template;  // "" = the checkpoint's format
 };
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -201,6 +206,9 @@ void run(const Args& args) {
   } else {
     log_info("no tokenizer: prompts are token ids, responses carry token_ids and empty text");
   }
+  std::shared_ptr<const chat::PromptFormat> format;  // before the weights: a broken template fails fast
+  if (tok) format = chat::load_prompt_format(a.model, std::string(model::arch_name(model::load_model_config(a.model).arch)),
+                                             a.chat_template);
   auto lm = model::load_causal_lm(a.model, dev);
   if (tok && tok->vocab_size() > lm->config().vocab_size)
     log_warn("the tokenizer has {} ids, the model's vocabulary {}: prompts using the ids above are refused (400)",
@@ -234,6 +242,12 @@ void run(const Args& args) {
   if (tok) {
     so.encode = [tok](const std::string& text, bool special) { return tok->encode(text, special); };
     so.decode = [tok](const std::vector<int32_t>& ids, bool skip) { return tok->decode(ids, skip); };
+    auto chat = std::make_shared<server::ChatServing>();
+    chat->format = format;
+    chat->encode = [tok](const std::string& text) { return tok->encode(text, /*add_special_tokens=*/false); };
+    chat->decode = reply_decoder(tok, format->syntax());
+    log_info("chat: {}", chat->format->name());
+    so.chat = std::move(chat);
   }
   server::Server srv(eng, so);
   const int port = srv.bind();
@@ -253,7 +267,7 @@ void run(const Args& args) {
 }
 
 const bool registered = add_command([](CLI::App& app) {
-  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions: token ids, or text with a tokenizer)");
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions with a tokenizer)");
   auto a = std::make_shared<Args>();
   // Not named "model": newer CLI11 releases (the GPU machine's) refuse a positional named like --model.
   cmd->add_option("checkpoint", a->model_pos, "Checkpoint directory (config.json + safetensors)");
@@ -296,6 +310,8 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--log-level", a->log_level, "debug, info (default; one line per request), warn or error");
   cmd->add_option("--tokenizer", a->tokenizer, "tokenizer.json (or its directory); default: the model dir's");
   cmd->add_flag("!--no-tokenizer", a->use_tokenizer, "Serve token-id prompts only (no tokenizer)");
+  cmd->add_option("--chat-template", a->chat_template,
+                  "A Jinja chat template for /v1/chat/completions instead of the checkpoint's format");
   cmd->add_flag("--tune,!--no-tune", a->tune,
                 "CUDA: tune kernel tactics missing from the tuning cache for these engine limits first (default on)");
   cmd->add_option("--tune-seconds", a->tune_seconds, "CUDA: time bound of tuning and warm-up")->capture_default_str();

@@ -20,6 +20,7 @@ int dsa_fuzz_config(const uint8_t* data, size_t size);
 int dsa_fuzz_tokenizer(const uint8_t* data, size_t size);
 #ifdef DSA_WITH_SERVER
 int dsa_fuzz_openai_request(const uint8_t* data, size_t size);
+int dsa_fuzz_chat_request(const uint8_t* data, size_t size);
 #endif
 
 namespace {
@@ -77,6 +78,7 @@ TEST(FuzzTargets, TokenizerCorpusAndMutations) { run_corpus_and_mutations("token
 TEST(FuzzTargets, OpenaiRequestCorpusAndMutations) {
   run_corpus_and_mutations("openai_request", dsa_fuzz_openai_request, 400);
 }
+TEST(FuzzTargets, ChatRequestCorpusAndMutations) { run_corpus_and_mutations("chat_request", dsa_fuzz_chat_request, 200); }
 #endif
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/testing.h"
+#include "dsa/engine/session.h"
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/checkpoint_load.h"
 #include "dsa/model/checkpoint_tiny.h"
@@ -29,19 +30,20 @@ void write_pair(const std::string& arch, bool fp8, const test::TempDir& dir) {
 // Logits of a 12-token prefill and 3 greedy decode steps, every position's row.
 std::vector<Tensor> run(const std::string& dir) {
   auto lm = model::load_causal_lm(dir, Device::cpu());
-  const int id = lm->add_request();
-  model::ForwardBatch b;
+  engine::Session session(*lm);
+  const int64_t id = session.add_request();
+  engine::ForwardBatch b;
   for (int i = 0; i < 12; ++i) {
     b.token_ids.push_back(2 + (i * 37) % 500);
     b.request.push_back(id);
     b.positions.push_back(i);
   }
-  std::vector<Tensor> out{lm->forward(b, /*all_logits=*/true)};
+  std::vector<Tensor> out{session.forward(b, /*all_logits=*/true)};
   for (int step = 0; step < 3; ++step) {
     const Tensor& last = out.back();
     const float* row = last.data<float>() + (last.size(0) - 1) * last.size(1);
     const int32_t next = static_cast<int32_t>(std::max_element(row, row + last.size(1)) - row);
-    out.push_back(lm->forward({{next}, {id}, {12 + step}}));
+    out.push_back(session.forward({{next}, {id}, {12 + step}}));
   }
   return out;
 }

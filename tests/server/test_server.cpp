@@ -305,7 +305,7 @@ TEST_F(ServerTest, DisconnectedStreamIsAbortedAndMetricsShowIt) {
 // A character split across tokens is held back until it is whole (or the stream ends).
 TEST(OpenAiProtocol, IncrementalTextHoldsBackSplitCharacters) {
   // Stand-in decoder: 1 -> "a", 2 -> first byte of "é" (decodes to U+FFFD alone), 2 then 3 -> "é".
-  IncrementalText t([](const std::vector<int32_t>& ids, bool) {
+  IncrementalText t([](const std::vector<int32_t>& ids) {
     std::string s;
     for (size_t i = 0; i < ids.size(); ++i) {
       if (ids[i] == 1) s += "a";

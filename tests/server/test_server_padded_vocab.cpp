@@ -35,8 +35,8 @@ TEST(PaddedVocabServer, IdsWithoutTokenNeverBreakTheServer) {
   const std::shared_ptr<Tokenizer> tok = small_tokenizer();
   ASSERT_EQ(tok->vocab_size(), 6);
   ServerOptions so;
-  so.encode = [tok](const std::string& s) { return tok->encode(s, true); };
-  so.decode = [tok](const std::vector<int32_t>& ids) { return tok->decode(ids, true); };
+  so.encode = [tok](const std::string& s, bool special) { return tok->encode(s, special); };
+  so.decode = [tok](const std::vector<int32_t>& ids, bool skip) { return tok->decode(ids, skip); };
   Harness h(so);
   // Sampled tokens over the tiny model's 512 ids: almost all have no token.
   const json req = {{"prompt", {2, 3, 5, 0, 1, 3}}, {"max_tokens", 12}, {"temperature", 1.0}, {"seed", 3},

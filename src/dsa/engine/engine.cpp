@@ -303,7 +303,9 @@ std::vector<StepOutput> Engine::step() {
       tok = sample_token(processed.data(), V, s.params, s.seed, static_cast<uint64_t>(s.tokens.size()));
     }
     if (tok < 0) {
-      finish(s, FinishReason::Error, out, "the model produced a non-finite logit (NaN or infinity) for this request");
+      finish(s, FinishReason::Error, out,
+             "the model produced a non-finite logit (NaN or infinity) for this request: broken weights or arithmetic "
+             "(`dsa check-model` scans the weights for NaN / Inf)");
       continue;
     }
     s.tokens.push_back(tok);

@@ -391,6 +391,7 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
     auto d = opt.preset == "tiny" ? tiny_deepseek_v4_dims() : preset_deepseek_v4_dims(opt.preset);
     if (opt.layers > 0) d.layers = opt.layers;
     if (!opt.variant.empty()) d.mtp_layers = 0;  // transformers saves no MTP layer
+    if (opt.vocab > 0) d.vocab = opt.vocab;
     d.compress_ratios.resize(static_cast<size_t>(d.layers));
     for (int64_t m = 0; m < d.mtp_layers; ++m) d.compress_ratios.push_back(0);
     if (opt.preset != "tiny") d.hash_layers = std::min(d.hash_layers, d.layers);
@@ -407,6 +408,7 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
     n_experts = d.experts;
   } else if (opt.arch == "glm_moe_dsa") {
     auto d = opt.preset == "tiny" ? tiny_glm5_dims() : preset_glm5_dims(opt.preset);
+    if (opt.vocab > 0) d.vocab = opt.vocab;
     if (opt.layers > 0) {
       d.layers = opt.layers;
       d.indexer_full.resize(static_cast<size_t>(d.layers), true);

@@ -26,6 +26,7 @@ struct TinyOptions {
   // (deepseek_v4), "glm-5.1" (glm_moe_dsa); `layers` > 0 keeps only the first layers.
   std::string preset = "tiny";
   int64_t layers = 0;
+  int64_t vocab = 0;         // > 0: this vocabulary size instead of the preset's (a tokenizer's size)
   bool fast_fill = false;    // cheap pseudo-random bytes instead of quantized normal weights
   bool verbose = false;      // a line per shard on stderr
   uint64_t seed = 0;

@@ -7,8 +7,10 @@ namespace dsa::server {
 Generation::Generation(EngineLoop& loop, DecodeFn decode, std::vector<SequenceRequest> seqs, const TextOptions& text)
     : loop_(loop), have_text_(static_cast<bool>(decode)), left_(seqs.size()) {
   DSA_CHECK(have_text_ || text.stop.empty(), "server: stop strings without a decoder");
+  const bool skip = text.skip_special_tokens;
   for (const SequenceRequest& s : seqs) {
-    Seq q{have_text_ ? std::make_unique<IncrementalText>(decode, text.skip_special_tokens) : nullptr,
+    auto decode_seq = [decode, skip](const std::vector<int32_t>& ids) { return decode(ids, skip); };
+    Seq q{have_text_ ? std::make_unique<IncrementalText>(decode_seq) : nullptr,
           StopStrings(text.stop, text.include_stop_str_in_output), s.params.min_tokens};
     seqs_.push_back(std::move(q));
   }

@@ -98,44 +98,20 @@ bool is_off(const std::string& key, const json& v) {
 
 }  // namespace
 
-CompletionRequest parse_completion_request(const std::string& body, const EncodeFn& encode) {
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::exception& e) {  // parse errors, and number overflow (1e400: out_of_range)
-    throw BadRequest(std::string("the body is not valid JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw BadRequest("the body must be a JSON object");
-  CompletionRequest r;
+const std::set<std::string>& generation_field_names() {
+  static const std::set<std::string> names = {
+      "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
+      "frequency_penalty", "repetition_penalty", "logit_bias", "n", "stop", "stop_token_ids", "ignore_eos",
+      "min_tokens", "skip_special_tokens", "include_stop_str_in_output", "stream", "stream_options", "user"};
+  return names;
+}
+
+void parse_generation_fields(const json& j, CompletionRequest& r, bool has_tokenizer) {
   engine::SamplingParams& p = r.params;
-  p.temperature = 1.0;  // OpenAI's default
-
-  static const std::set<std::string> kKnown = {
-      "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
-      "frequency_penalty", "repetition_penalty", "logit_bias", "n", "best_of", "stop", "stop_token_ids",
-      "ignore_eos", "min_tokens", "logprobs", "echo", "add_special_tokens", "skip_special_tokens",
-      "include_stop_str_in_output", "return_tokens_as_token_ids", "stream", "stream_options", "user"};
-  static const std::set<std::string> kNotImplemented = {"suffix", "use_beam_search", "prompt_logprobs"};
-  for (const auto& [key, v] : j.items()) {
-    if (kKnown.count(key)) continue;
-    if (kNotImplemented.count(key)) {
-      if (is_off(key, v)) continue;
-      throw BadRequest(key + " is not supported by this server", key);
-    }
-    throw BadRequest("unknown field " + key + " (not supported by this server)", key);
-  }
   auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
-
   if (given("model") && !j["model"].is_string()) throw BadRequest("model must be a string", "model");
   if (given("user") && !j["user"].is_string()) throw BadRequest("user must be a string", "user");
-  if (given("add_special_tokens")) r.add_special_tokens = as_bool(j["add_special_tokens"], "add_special_tokens");
   if (given("skip_special_tokens")) r.skip_special_tokens = as_bool(j["skip_special_tokens"], "skip_special_tokens");
-  if (given("return_tokens_as_token_ids"))
-    r.return_tokens_as_token_ids = as_bool(j["return_tokens_as_token_ids"], "return_tokens_as_token_ids");
-
-  if (!given("prompt")) throw BadRequest("prompt is required", "prompt");
-  parse_prompt(r, j["prompt"], encode);
-
   if (given("max_tokens")) r.max_tokens = as_int(j["max_tokens"], "max_tokens", 0, std::numeric_limits<int32_t>::max());
   if (given("temperature")) p.temperature = as_number_in(j["temperature"], "temperature", 0, 1e6);
   if (given("top_p")) {
@@ -177,10 +153,6 @@ CompletionRequest parse_completion_request(const std::string& body, const Encode
   }
   if (given("n")) r.n = static_cast<int>(as_int(j["n"], "n", 1, 128));
   r.best_of = r.n;
-  if (given("best_of")) {
-    r.best_of = static_cast<int>(as_int(j["best_of"], "best_of", 1, 128));
-    if (r.best_of < r.n) throw BadRequest("best_of must be >= n", "best_of");
-  }
   if (given("stop")) {
     const json& st = j["stop"];
     if (st.is_string()) {
@@ -196,7 +168,7 @@ CompletionRequest parse_completion_request(const std::string& body, const Encode
     if (r.stop.size() > 64) throw BadRequest("stop: at most 64 strings", "stop");
     for (const std::string& s : r.stop)
       if (s.empty() || s.size() > 1024) throw BadRequest("stop: each string must have 1 to 1024 bytes", "stop");
-    if (!r.stop.empty() && !encode)
+    if (!r.stop.empty() && !has_tokenizer)
       throw BadRequest("stop strings need a tokenizer (this server has none): use stop_token_ids", "stop");
   }
   if (given("include_stop_str_in_output"))
@@ -208,12 +180,7 @@ CompletionRequest parse_completion_request(const std::string& body, const Encode
   }
   if (given("ignore_eos")) p.ignore_eos = as_bool(j["ignore_eos"], "ignore_eos");
   if (given("min_tokens")) p.min_tokens = as_int(j["min_tokens"], "min_tokens", 0, std::numeric_limits<int32_t>::max());
-  if (given("logprobs")) r.logprobs = static_cast<int>(as_int(j["logprobs"], "logprobs", 0, engine::SamplingParams::kMaxLogprobs));
-  if (given("echo")) r.echo = as_bool(j["echo"], "echo");
-  if (r.max_tokens && *r.max_tokens == 0 && !r.echo)
-    throw BadRequest("max_tokens must be >= 1 (0 only with echo, to score the prompt)", "max_tokens");
   if (given("stream")) r.stream = as_bool(j["stream"], "stream");
-  if (r.stream && r.best_of > r.n) throw BadRequest("best_of > n cannot be streamed", "best_of");
   if (given("stream_options")) {
     const json& so = j["stream_options"];
     if (!so.is_object()) throw BadRequest("stream_options must be an object", "stream_options");
@@ -227,6 +194,48 @@ CompletionRequest parse_completion_request(const std::string& body, const Encode
     if (so.contains("include_usage") && !so["include_usage"].is_null())
       r.include_usage = as_bool(so["include_usage"], "stream_options.include_usage");
   }
+}
+
+CompletionRequest parse_completion_request(const std::string& body, const EncodeFn& encode) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    throw BadRequest(std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw BadRequest("the body must be a JSON object");
+  CompletionRequest r;
+  r.params.temperature = 1.0;  // OpenAI's default
+
+  static const std::set<std::string> kOwn = {"prompt", "best_of", "logprobs", "echo", "add_special_tokens",
+                                             "return_tokens_as_token_ids"};
+  static const std::set<std::string> kNotImplemented = {"suffix", "use_beam_search", "prompt_logprobs"};
+  for (const auto& [key, v] : j.items()) {
+    if (kOwn.count(key) || generation_field_names().count(key)) continue;
+    if (kNotImplemented.count(key)) {
+      if (is_off(key, v)) continue;
+      throw BadRequest(key + " is not supported by this server", key);
+    }
+    throw BadRequest("unknown field " + key + " (not supported by this server)", key);
+  }
+  auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+
+  if (given("add_special_tokens")) r.add_special_tokens = as_bool(j["add_special_tokens"], "add_special_tokens");
+  if (given("return_tokens_as_token_ids"))
+    r.return_tokens_as_token_ids = as_bool(j["return_tokens_as_token_ids"], "return_tokens_as_token_ids");
+  if (!given("prompt")) throw BadRequest("prompt is required", "prompt");
+  parse_prompt(r, j["prompt"], encode);
+
+  parse_generation_fields(j, r, static_cast<bool>(encode));
+  if (given("best_of")) {
+    r.best_of = static_cast<int>(as_int(j["best_of"], "best_of", 1, 128));
+    if (r.best_of < r.n) throw BadRequest("best_of must be >= n", "best_of");
+  }
+  if (given("logprobs")) r.logprobs = static_cast<int>(as_int(j["logprobs"], "logprobs", 0, engine::SamplingParams::kMaxLogprobs));
+  if (given("echo")) r.echo = as_bool(j["echo"], "echo");
+  if (r.max_tokens && *r.max_tokens == 0 && !r.echo)
+    throw BadRequest("max_tokens must be >= 1 (0 only with echo, to score the prompt)", "max_tokens");
+  if (r.stream && r.best_of > r.n) throw BadRequest("best_of > n cannot be streamed", "best_of");
   return r;
 }
 

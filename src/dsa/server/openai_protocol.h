@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -57,6 +58,13 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };
+
+// The fields /v1/completions and /v1/chat/completions share (sampling, n, stop, stop ids,
+// ignore_eos, min_tokens, skip_special_tokens, stream, stream_options, model, user), read from a
+// body object into r (prompts untouched; best_of set to n). `has_tokenizer`: stop strings need
+// one. Callers check the body's other fields (generation_field_names lists these).
+void parse_generation_fields(const nlohmann::json& j, CompletionRequest& r, bool has_tokenizer);
+const std::set<std::string>& generation_field_names();
 
 // Parses a /v1/completions body. `encode` may be empty (then a string prompt is a BadRequest).
 // Vocabulary and length limits are the engine's (Engine::check_request), not checked here.

@@ -7,11 +7,11 @@
 // Retry-After. Streamed or not, a client that goes away aborts its sequences.
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <numeric>
 
 #include "dsa/core/error.h"
 #include "dsa/server/generation.h"
+#include "dsa/server/request_checks.h"
 #include "dsa/server/routes.h"
 
 namespace dsa::server {
@@ -34,34 +34,6 @@ struct Prepared {
   int64_t prompt_tokens = 0;
 };
 
-// The largest n in [lo, hi] with fits(n), or lo - 1 (fits is monotone).
-template <typename F>
-int64_t largest_fitting(int64_t lo, int64_t hi, F fits) {
-  int64_t best = lo - 1;
-  while (lo <= hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (fits(mid)) {
-      best = mid;
-      lo = mid + 1;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return best;
-}
-
-// Engine::check_request's messages start with the field they are about, or with the prompt.
-BadRequest engine_refusal(const std::string& msg) {
-  std::string param = "prompt";
-  for (const char* f : {"max_tokens", "temperature", "top_k", "top_p", "min_p", "presence_penalty",
-                        "frequency_penalty", "repetition_penalty", "logit_bias", "min_tokens", "stop_token_ids",
-                        "logprobs", "prompt_logprobs"})
-    if (msg.rfind(f, 0) == 0 && (msg.size() == std::strlen(f) || msg[std::strlen(f)] == ' ' || msg[std::strlen(f)] == ':'))
-      param = f;
-  if (param == "prompt_logprobs") param = "logprobs";
-  return BadRequest(msg, param);
-}
-
 Prepared prepare(const ServerContext& ctx, const std::string& body) {
   Prepared p;
   try {
@@ -73,35 +45,14 @@ Prepared prepare(const ServerContext& ctx, const std::string& body) {
   }
   CompletionRequest& cr = p.cr;
   const engine::Engine& eng = ctx.engine;
-  const int64_t context = eng.max_model_len();
-  const int64_t kv_max = largest_fitting(1, context, [&](int64_t n) { return eng.can_ever_fit(n); });
+  const int64_t request_max = max_request_tokens(eng);
   p.discard_output = cr.max_tokens && *cr.max_tokens == 0;
   for (size_t i = 0; i < cr.prompts.size(); ++i) {
     const std::vector<int32_t>& prompt = cr.prompts[i];
-    const int64_t len = static_cast<int64_t>(prompt.size());
-    p.prompt_tokens += len;
+    p.prompt_tokens += static_cast<int64_t>(prompt.size());
     engine::SamplingParams sp = cr.params;
-    if (cr.max_tokens) {
-      sp.max_tokens = std::max<int64_t>(*cr.max_tokens, 1);
-    } else {
-      const int64_t room = std::min(context, kv_max) - len;
-      if (room < 1)
-        throw BadRequest("prompt (" + std::to_string(len) + " tokens) leaves no room for a new token (context " +
-                             std::to_string(context) + ", KV cache " + std::to_string(kv_max) + " tokens)",
-                         "prompt");
-      sp.max_tokens = room;
-    }
     sp.logprobs = cr.logprobs >= 0 ? cr.logprobs : (cr.best_of > cr.n ? 0 : -1);
-    if (!eng.can_ever_fit(len + sp.max_tokens))
-      throw BadRequest("prompt (" + std::to_string(len) + " tokens) + max_tokens (" + std::to_string(sp.max_tokens) +
-                           ") needs more KV cache than this server has: one request holds at most " +
-                           std::to_string(kv_max) + " tokens",
-                       len >= kv_max ? "prompt" : "max_tokens");
-    try {
-      eng.check_request(prompt, sp);
-    } catch (const Error& e) {
-      throw engine_refusal(e.what());
-    }
+    settle_and_check(eng, request_max, prompt, cr.max_tokens, sp, "prompt");
     for (int j = 0; j < cr.best_of; ++j) {
       engine::SamplingParams q = sp;
       if (sp.seed) q.seed = *sp.seed + static_cast<uint64_t>(j);

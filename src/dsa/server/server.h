@@ -1,7 +1,8 @@
 // OpenAI-compatible HTTP server over one engine. Routes (routes.h): GET /health, GET /metrics
 // (Prometheus text), GET /v1/models, GET /v1/models/{id}, POST /v1/completions (JSON or SSE
 // streaming ending `data: [DONE]`), POST /tokenize and /detokenize (with a tokenizer),
-// /v1/chat/completions (a 404 error until chat support lands), OPTIONS (CORS preflight).
+// POST /v1/chat/completions (with ServerOptions::chat, else a 404 saying why; routes_chat.cpp),
+// OPTIONS (CORS preflight).
 //
 // Connections are served by HttpServer (http_server.h: header/idle/body timeouts, bounded
 // workers, no SO_REUSEPORT); every request goes through one wrapper (server_context.h): API key,
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "dsa/engine/engine.h"
+#include "dsa/server/chat_protocol.h"
 #include "dsa/server/engine_loop.h"
 #include "dsa/server/http_server.h"
 #include "dsa/server/metrics.h"
@@ -35,6 +37,7 @@ struct ServerOptions {
   std::string model_name = "dsa";  // the id /v1/models lists and responses carry
   EncodeFn encode;                 // optional tokenizer: string prompts and decoded text
   DecodeFn decode;
+  std::shared_ptr<const ChatServing> chat;   // optional: /v1/chat/completions (a prompt format and the tokenizer)
   std::string api_key;                       // non-empty: /v1/* and /tokenize need "Authorization: Bearer KEY"
   std::vector<std::string> allowed_origins;  // CORS: origins allowed ("*": any); empty: no CORS headers
   size_t max_request_bytes = 4u << 20;       // request bodies larger than this are refused (413) unread

@@ -5,27 +5,12 @@
 #include <vector>
 
 #include "dsa/server/openai_protocol.h"
+#include "dsa/tokenizer/incremental_text.h"
 
 namespace dsa::server {
 
-// Decodes tokens chunk by chunk and returns the text each chunk adds. A trailing U+FFFD (the
-// first bytes of a character whose other bytes come with later tokens) is held back until more
-// tokens or the last chunk come. Only the tokens since the text was last whole are decoded
-// again, so a long generation costs linear time; this assumes that the decoding of a sequence
-// split where the text is whole is the concatenation of the decodings (true of byte-level BPE,
-// the decoder of the supported tokenizers).
-class IncrementalText {
- public:
-  IncrementalText(DecodeFn decode, bool skip_special_tokens = true)
-      : decode_(std::move(decode)), skip_special_(skip_special_tokens) {}
-  std::string add(const std::vector<int32_t>& tokens, bool last);
-
- private:
-  DecodeFn decode_;
-  bool skip_special_;
-  std::vector<int32_t> tail_;  // tokens since the text was last whole
-  size_t sent_ = 0;            // bytes of decode(tail_) already returned
-};
+// Incremental detokenization: dsa::IncrementalText (tokenizer/incremental_text.h).
+using ::dsa::IncrementalText;
 
 // Stop strings over a text that arrives in pieces: the text ends before the earliest occurrence
 // of any of them (or after it, with include_in_output). Text that may still turn out to be the
