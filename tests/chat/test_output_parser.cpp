@@ -281,7 +281,7 @@ TEST(OutputParser, RoundTripsThroughThePromptFormats) {
     EXPECT_EQ(r.content, "I will check.");
     ASSERT_EQ(r.calls.size(), 2u);
     for (size_t i = 0; i < 2; ++i) {
-      EXPECT_EQ(r.calls[i].name, calls[i]["function"]["name"]);
+      EXPECT_EQ(r.calls[i].name, calls[i]["function"]["name"].get<std::string>());
       EXPECT_EQ(args(r, i), ojson::parse(calls[i]["function"]["arguments"].get<std::string>()));
     }
   }

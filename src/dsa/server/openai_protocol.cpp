@@ -200,7 +200,7 @@ CompletionRequest parse_completion_request(const std::string& body, const Encode
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range (1e400)
     throw BadRequest(std::string("the body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw BadRequest("the body must be a JSON object");

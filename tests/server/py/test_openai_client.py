@@ -119,11 +119,13 @@ class OpenAIClientTest(unittest.TestCase):
             self.complete(prompt="Hi", max_tokens=100000)
         with self.assertRaises(openai.BadRequestError):
             self.complete(prompt="Hi", max_tokens=3, suffix="!")
-        with self.assertRaises(openai.NotFoundError):  # chat: not served yet, and not retried
-            self.client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}])
+        with self.assertRaises(openai.BadRequestError) as e:  # chat refuses what it does not know too
+            self.client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
+                                                max_tokens=3, extra_body={"frobnicate": 1})
+        self.assertIn("frobnicate", str(e.exception))
         after = metrics(self.server.url)
         n400_after = sum(s.value for s in after["dsa_http_responses"].samples if s.labels.get("status") == "400")
-        self.assertEqual(n400_after - n400, 3, "a 400 was retried")
+        self.assertEqual(n400_after - n400, 4, "a 400 was retried")
         bad = openai.OpenAI(base_url=self.server.url + "/v1", api_key="wrong", max_retries=0, timeout=30)
         with self.assertRaises(openai.AuthenticationError):
             bad.models.list()
