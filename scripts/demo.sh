@@ -6,7 +6,7 @@
 # tokenizer of their own), generates from a text prompt, and sends a chat request through the
 # OpenAI-compatible server (`dsa serve`); then a scripted tiny model (its weights make it give a
 # fixed reply) shows the reply split into reasoning, content and a tool call. A random model
-# writes random words. DSA_DEVICE=cuda runs generation on the GPU (GLM-5.1 only for now).
+# writes random words. DSA_DEVICE=cuda runs generation and serving on the GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -33,9 +33,7 @@ trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$tmp"' EXIT
 for arch in glm_moe_dsa deepseek_v4; do
   echo "== tiny random $arch checkpoint (dsa make-tiny --seed 1), greedy generation from text"
   "$dsa" make-tiny --arch "$arch" --seed 1 --out "$tmp/$arch" | tail -n 1
-  d=$device
-  [ "$arch" = deepseek_v4 ] && d=cpu  # the DeepSeek-V4 CUDA forward is not there yet
-  "$dsa" generate --model "$tmp/$arch" --prompt "The weather in Paris is" --max-tokens 16 --device "$d"
+  "$dsa" generate --model "$tmp/$arch" --prompt "The weather in Paris is" --max-tokens 16 --device "$device"
 done
 
 # A chat request through the server: POST /v1/chat/completions, print the reply message.

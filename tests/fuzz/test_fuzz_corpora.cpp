@@ -18,6 +18,7 @@
 int dsa_fuzz_safetensors(const uint8_t* data, size_t size);
 int dsa_fuzz_config(const uint8_t* data, size_t size);
 int dsa_fuzz_tokenizer(const uint8_t* data, size_t size);
+int dsa_fuzz_jinja(const uint8_t* data, size_t size);
 #ifdef DSA_WITH_SERVER
 int dsa_fuzz_openai_request(const uint8_t* data, size_t size);
 int dsa_fuzz_chat_request(const uint8_t* data, size_t size);
@@ -74,6 +75,7 @@ void run_corpus_and_mutations(const std::string& name, Target t, int mutations_p
 TEST(FuzzTargets, SafetensorsCorpusAndMutations) { run_corpus_and_mutations("safetensors", dsa_fuzz_safetensors, 400); }
 TEST(FuzzTargets, ConfigCorpusAndMutations) { run_corpus_and_mutations("config", dsa_fuzz_config, 400); }
 TEST(FuzzTargets, TokenizerCorpusAndMutations) { run_corpus_and_mutations("tokenizer", dsa_fuzz_tokenizer, 40); }
+TEST(FuzzTargets, JinjaCorpusAndMutations) { run_corpus_and_mutations("jinja", dsa_fuzz_jinja, 60); }
 #ifdef DSA_WITH_SERVER
 TEST(FuzzTargets, OpenaiRequestCorpusAndMutations) {
   run_corpus_and_mutations("openai_request", dsa_fuzz_openai_request, 400);

@@ -193,10 +193,33 @@ def scripted_model_tests(client, model, label, default_thinking, few_tool_prompt
     # tool_choice "none": the tools are left out and the reply is not parsed for calls.
     r = client.chat.completions.create(model=model, messages=USER, tools=[WEATHER_TOOL], tool_choice="none", extra_body=off)
     check(not r.choices[0].message.tool_calls and r.choices[0].finish_reason == "stop", f"{label} tool_choice none: {r}")
+    # logprobs: one entry per reply token (the end-of-turn id left out), top_logprobs sorted; the
+    # streamed chunks carry the same entries.
+    lp_kw = dict(model=model, messages=USER, extra_body=off, logprobs=True, top_logprobs=2, max_tokens=12)
+    r = client.chat.completions.create(**lp_kw)
+    lp = r.choices[0].logprobs
+    check(lp is not None and len(lp.content) >= 1, f"{label} logprobs: {lp}")
+    if lp is not None:
+        for t in lp.content:
+            check(t.logprob <= 0 and len(t.top_logprobs) == 2 and t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob,
+                  f"{label} logprobs entry {t}")
+            check(bytes(t.bytes) == t.token.encode(), f"{label} logprobs bytes {t}")
+        check((r.choices[0].message.content or "")[:5] in "".join(t.token for t in lp.content),
+              f"{label} logprobs tokens {[t.token for t in lp.content]} vs {r.choices[0].message.content!r}")
+        streamed = 0
+        for ch in client.chat.completions.create(stream=True, **lp_kw):
+            if ch.choices and ch.choices[0].logprobs is not None:
+                streamed += len(ch.choices[0].logprobs.content)
+        check(streamed == len(lp.content), f"{label} streamed logprobs: {streamed} entries, whole {len(lp.content)}")
+    # n choices: one sequence each, indexes 0..n-1, usage over all of them.
+    r = client.chat.completions.create(model=model, messages=USER, extra_body=off, n=2, max_tokens=6, seed=1)
+    check(sorted(c.index for c in r.choices) == [0, 1], f"{label} n=2: {r.choices}")
+    check(0 < r.usage.completion_tokens <= 12, f"{label} n=2 usage {r.usage}")
     # Refused fields and bad requests: 400 naming the field.
     for kw, param in [
         ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}}, "response_format"),
-        ({"logprobs": True, "top_logprobs": 2}, "logprobs"),
+        ({"logprobs": True, "top_logprobs": 50}, "top_logprobs"),
+        ({"top_logprobs": 2}, "top_logprobs"),
         ({"tools": [WEATHER_TOOL], "tool_choice": {"type": "function", "function": {"name": "missing"}}}, "tool_choice"),
         ({"extra_body": {"reasoning_effort": "extreme"}}, "reasoning_effort"),
     ]:

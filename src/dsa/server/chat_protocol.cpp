@@ -28,11 +28,18 @@ ChatRequest parse_chat_request(const std::string& body, const chat::PromptFormat
   } catch (const chat::RequestError& e) {
     throw BadRequest(e.what(), e.param);
   }
-  if (oj.contains("logprobs") && !oj["logprobs"].is_null() && !(oj["logprobs"].is_boolean() && !oj["logprobs"].get<bool>()))
-    throw BadRequest("logprobs are not supported in chat completions yet (use /v1/completions)", "logprobs");
-  if (oj.contains("top_logprobs") && !oj["top_logprobs"].is_null() && oj["top_logprobs"] != 0)
-    throw BadRequest("top_logprobs are not supported in chat completions yet (use /v1/completions)", "top_logprobs");
   json j = json::parse(body);
+  auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  if (given("logprobs") && !j["logprobs"].is_boolean()) throw BadRequest("logprobs must be a boolean", "logprobs");
+  const bool logprobs = given("logprobs") && j["logprobs"].get<bool>();
+  if (given("top_logprobs")) {
+    const json& t = j["top_logprobs"];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > engine::SamplingParams::kMaxLogprobs)
+      throw BadRequest("top_logprobs must be an integer in [0, " + std::to_string(engine::SamplingParams::kMaxLogprobs) + "]",
+                       "top_logprobs");
+    if (!logprobs) throw BadRequest("top_logprobs needs logprobs: true", "top_logprobs");
+  }
+  if (logprobs) r.logprobs = given("top_logprobs") ? static_cast<int>(j["top_logprobs"].get<int64_t>()) : 0;
   if (j.contains("max_completion_tokens") && !j["max_completion_tokens"].is_null()) {
     if (j.contains("max_tokens") && !j["max_tokens"].is_null())
       throw BadRequest("give max_tokens or max_completion_tokens, not both", "max_completion_tokens");
@@ -66,7 +73,22 @@ json delta_json(const chat::ReplyDelta& d) {
   return delta;
 }
 
-json chat_choice_json(size_t index, const chat::OutputParser& reply, const std::string& finish_reason) {
+json chat_token_logprob_json(const engine::TokenLogprob& t, const std::function<std::string(int32_t)>& text_of) {
+  auto entry = [&](int32_t id, float lp) {
+    const std::string text = text_of(id);
+    json bytes = json::array();
+    for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+    return json{{"token", text}, {"logprob", lp}, {"bytes", std::move(bytes)}};
+  };
+  json e = entry(t.token, t.logprob);
+  json top = json::array();
+  for (const auto& [id, lp] : t.top) top.push_back(entry(id, lp));
+  e["top_logprobs"] = std::move(top);
+  return e;
+}
+
+json chat_choice_json(size_t index, const chat::OutputParser& reply, const std::string& finish_reason,
+                      const json& logprobs) {
   json calls = json::array();
   for (const chat::ToolCall& c : reply.tool_calls())
     calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
@@ -74,7 +96,7 @@ json chat_choice_json(size_t index, const chat::OutputParser& reply, const std::
                   {"content", reply.content().empty() && !calls.empty() ? json(nullptr) : json(reply.content())},
                   {"reasoning_content", reply.reasoned() ? json(reply.reasoning()) : json(nullptr)},
                   {"tool_calls", std::move(calls)}};
-  return {{"index", index}, {"message", std::move(message)}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+  return {{"index", index}, {"message", std::move(message)}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
 }
 
 json chat_completion_json(const std::string& id, int64_t created, const std::string& model, json choices,
@@ -84,10 +106,10 @@ json chat_completion_json(const std::string& id, int64_t created, const std::str
 }
 
 json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, size_t index, const json& delta,
-                     const std::string& finish_reason) {
+                     const std::string& finish_reason, const json& logprobs) {
   json choice = {{"index", index},
                  {"delta", delta},
-                 {"logprobs", nullptr},
+                 {"logprobs", logprobs},
                  {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}};
   return {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model}, {"choices", {choice}}};
 }

@@ -5,8 +5,10 @@
 // content and tool-call deltas as they are decoded, a chunk with its finish_reason, the usage
 // chunk when stream_options.include_usage, [DONE]). finish_reason: "tool_calls" when a reply
 // ended (stop / eos) after complete tool calls, "length" at max_tokens or the context, else
-// "stop". The ids that end a turn (the engine's eos ids and the request's stop_token_ids) are not
-// decoded into the reply; stop strings apply to the reply text as the model writes it. Checked
+// "stop". The ids that end a turn (the engine's eos ids and the request's stop_token_ids) are
+// not decoded into the reply; stop strings apply to the reply text as the model writes it.
+// logprobs: every other reply token's, with its top_logprobs alternatives, token texts decoded
+// with special tokens kept (reasoning and tool-call tokens included, as vLLM does). Checked
 // before anything is queued as completions are (request_checks.h). Without a chat format (no
 // tokenizer) the route is a 404 naming the reason (a client error: the OpenAI SDK retries 5xx).
 #include <algorithm>
@@ -65,6 +67,7 @@ Prepared prepare(const ServerContext& ctx, const ChatServing& chat, const std::s
   p.prompt_tokens = static_cast<int64_t>(prompt.size());
   const CompletionRequest& gen = p.req.gen;
   engine::SamplingParams sp = gen.params;
+  sp.logprobs = p.req.logprobs;
   settle_and_check(ctx.engine, max_request_tokens(ctx.engine), prompt, gen.max_tokens, sp, "messages");
   if (ctx.opt.max_queue > 0 && gen.n > ctx.opt.max_queue)
     throw BadRequest("n = " + std::to_string(gen.n) + " sequences; this server queues at most " +
@@ -96,6 +99,23 @@ DecodeFn reply_decode(const std::shared_ptr<const ChatServing>& chat, std::vecto
   };
 }
 
+// {"content": [...]} of these tokens (ids that end the turn left out), or null when not asked.
+json logprobs_json(const ServerContext& ctx, const Prepared& p, const std::vector<engine::TokenLogprob>& lps) {
+  if (p.req.logprobs < 0) return nullptr;
+  auto text_of = [&ctx](int32_t id) {
+    try {
+      return ctx.opt.decode ? ctx.opt.decode({id}, false) : "token_id:" + std::to_string(id);
+    } catch (const std::exception&) {
+      return "token_id:" + std::to_string(id);
+    }
+  };
+  json content = json::array();
+  for (const engine::TokenLogprob& t : lps)
+    if (std::find(p.end_ids.begin(), p.end_ids.end(), t.token) == p.end_ids.end())
+      content.push_back(chat_token_logprob_json(t, text_of));
+  return {{"content", std::move(content)}};
+}
+
 std::string chat_finish(const std::string& reason, const chat::OutputParser& reply) {
   if (reason == "stop" && reply.complete_tool_calls() > 0) return "tool_calls";
   return reason;
@@ -106,10 +126,12 @@ void respond_whole(const ServerContext& ctx, const Prepared& p, Generation& gen,
   std::vector<chat::OutputParser> reply(p.seqs.size(), chat::OutputParser(p.parser));
   std::vector<std::string> finish(p.seqs.size()), error(p.seqs.size());
   std::vector<int64_t> completion(p.seqs.size(), 0);
+  std::vector<std::vector<engine::TokenLogprob>> lps(p.seqs.size());
   while (!gen.finished()) {
     for (SequenceDelta& d : gen.poll(std::chrono::milliseconds(100))) {
       if (!d.tokens.empty()) rec.first_token();
       if (!d.text.empty()) reply[d.index].feed(d.text);
+      lps[d.index].insert(lps[d.index].end(), d.logprobs.begin(), d.logprobs.end());
       completion[d.index] = d.completion_tokens;
       if (!d.finish_reason.empty()) {
         finish[d.index] = d.finish_reason;
@@ -130,7 +152,7 @@ void respond_whole(const ServerContext& ctx, const Prepared& p, Generation& gen,
     if (finish[c] == "abort") return send_error(res, 503, "the request was aborted: " + error[c]);
     reply[c].finish();
     total += completion[c];
-    choices.push_back(chat_choice_json(c, reply[c], chat_finish(finish[c], reply[c])));
+    choices.push_back(chat_choice_json(c, reply[c], chat_finish(finish[c], reply[c]), logprobs_json(ctx, p, lps[c])));
   }
   rec.output_tokens = total;
   send_json(res, 200,
@@ -158,8 +180,8 @@ bool ChatStream::run(httplib::DataSink& sink) {
     const std::string line = "data: " + data + "\n\n";
     return sink.write(line.data(), line.size());
   };
-  auto chunk = [&](size_t c, const json& delta, const std::string& finish) {
-    json j = chat_chunk_json(id, created, model, c, delta, finish);
+  auto chunk = [&](size_t c, const json& delta, const std::string& finish, const json& lp = nullptr) {
+    json j = chat_chunk_json(id, created, model, c, delta, finish, lp);
     if (g.include_usage) j["usage"] = nullptr;
     return write(dump_json(j));
   };
@@ -194,7 +216,11 @@ bool ChatStream::run(httplib::DataSink& sink) {
       chat::ReplyDelta delta = reply[c].feed(d.text);
       const bool fin = !d.finish_reason.empty();
       if (fin) delta.append(reply[c].finish());
-      if (!delta.empty() && !chunk(c, delta_json(delta), "")) return gone();
+      // The chunk that carries text carries its tokens' logprobs; tokens whose text is held back
+      // (a possible delimiter) send theirs in a chunk with an empty delta.
+      const json lp = d.logprobs.empty() ? json(nullptr) : logprobs_json(*ctx, p, d.logprobs);
+      const bool has_lp = lp.is_object() && !lp["content"].empty();
+      if ((!delta.empty() || has_lp) && !chunk(c, delta_json(delta), "", has_lp ? lp : json(nullptr))) return gone();
       if (fin && !chunk(c, json::object(), chat_finish(d.finish_reason, reply[c]))) return gone();
     }
     if (gen->finished()) {
