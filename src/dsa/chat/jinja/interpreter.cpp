@@ -232,7 +232,8 @@ Value Interpreter::call_macro(const Stmt& s, const ScopePtr& closure, CallArgs& 
   }
   DictObj extra_kw;
   for (auto& [k, v] : a.kw) {
-    auto it = std::find_if(s.params.begin(), s.params.end(), [&](const auto& p) { return p.first == k; });
+    const auto& key = k;  // a structured binding cannot be captured before C++20's P1091 (clang < 16)
+    auto it = std::find_if(s.params.begin(), s.params.end(), [&](const auto& p) { return p.first == key; });
     if (it == s.params.end()) {
       if (!s.uses_kwargs) raise("macro '{}' takes no keyword argument '{}'", s.text, k);
       extra_kw.set(Value(k), v);
