@@ -197,11 +197,10 @@ bool ChatStream::run(httplib::DataSink& sink) {
   for (;;) {
     if (!sink.is_writable()) return gone();
     for (SequenceDelta& d : gen->poll(std::chrono::milliseconds(100))) {
-      if (d.finish_reason == "error" || d.finish_reason == "abort") {
-        write(dump_json(error_json((d.finish_reason == "error" ? "generation failed: " : "the request was aborted: ") +
-                                       d.error,
-                                   d.finish_reason == "error" ? "internal_server_error" : "service_unavailable", "",
-                                   d.finish_reason == "error" ? 500 : 503)));
+      // A failure ends the stream with an error event; an abort (the server shutting down) ends
+      // the choice with finish_reason "abort", as completions streams do.
+      if (d.finish_reason == "error") {
+        write(dump_json(error_json("generation failed: " + d.error, "internal_server_error", "", 500)));
         gen->abort();
         write("[DONE]");
         sink.done();

@@ -40,23 +40,34 @@ class LifecycleTest(unittest.TestCase):
     def test_sigterm_drains_and_ends_open_streams(self):
         s = serve_fixture.Server(self.model_dir, ["--shutdown-timeout", "1"], log_name="drain.log")
         client = openai.OpenAI(base_url=s.url + "/v1", api_key="none", timeout=60, max_retries=0)
-        got = {"chunks": [], "done": False, "error": None}
-        started = threading.Event()
+        # An open completions stream and an open chat stream (the tiny model's chat reply is random
+        # text, ignore_eos keeps it going): both must end with a finish_reason "abort" chunk.
+        streams = {k: {"chunks": [], "done": False, "error": None} for k in ("completions", "chat")}
+        started = {k: threading.Event() for k in streams}
 
-        def long_stream():
+        def long_stream(kind):
+            got = streams[kind]
             try:
-                for ch in client.completions.create(model="x", prompt="Hello", max_tokens=250, stream=True,
-                                                    extra_body={"ignore_eos": True}):
-                    got["chunks"].append(ch)
-                    started.set()
+                if kind == "completions":
+                    it = client.completions.create(model="x", prompt="Hello", max_tokens=250, stream=True,
+                                                   extra_body={"ignore_eos": True})
+                else:
+                    it = client.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hello"}],
+                                                        max_tokens=200, stream=True, extra_body={"ignore_eos": True})
+                for ch in it:
+                    if ch.choices:
+                        got["chunks"].append(ch)
+                    started[kind].set()
                 got["done"] = True
             except Exception as e:  # noqa: BLE001 - reported below
                 got["error"] = repr(e)
-                started.set()
+                started[kind].set()
 
-        t = threading.Thread(target=long_stream)
-        t.start()
-        self.assertTrue(started.wait(60), "no first chunk")
+        threads = [threading.Thread(target=long_stream, args=(k,)) for k in streams]
+        for t in threads:
+            t.start()
+        for k in streams:
+            self.assertTrue(started[k].wait(60), f"no first {k} chunk")
         short = {}
 
         def short_request():
@@ -68,14 +79,16 @@ class LifecycleTest(unittest.TestCase):
         t0 = time.time()
         s.proc.send_signal(signal.SIGTERM)
         ts.join(30)
-        t.join(30)
+        for t in threads:
+            t.join(30)
         rc = s.stop(timeout=30)
         self.assertEqual(rc, 0, s.read_log()[-3000:])
         self.assertLess(time.time() - t0, 20)
-        self.assertIsNone(got["error"], got["error"])
-        self.assertTrue(got["done"], "the stream did not end with [DONE]")
-        self.assertEqual(got["chunks"][-1].choices[0].finish_reason, "abort")
-        self.assertLess(len(got["chunks"]), 250)
+        for kind, got in streams.items():
+            self.assertIsNone(got["error"], f"{kind}: {got['error']}")
+            self.assertTrue(got["done"], f"the {kind} stream did not end with [DONE]")
+            self.assertEqual(got["chunks"][-1].choices[0].finish_reason, "abort", kind)
+            self.assertLess(len(got["chunks"]), 200, kind)
         self.assertEqual(short["r"].choices[0].finish_reason, "length")
         # Nothing listens any more.
         with self.assertRaises(OSError):
