@@ -1,7 +1,7 @@
 // fp8_ds_mla KV cache (656 B/token, kv_layout.h ds_mla): quantize + insert, gather + dequantize.
 // Byte-exact with the CPU reference in kv_cache_ops.cpp (same scalar rules from quant_math.h).
 #include "dsa/formats/cuda/common.cuh"
-#include "dsa/formats/cuda/launch_check.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/formats/cuda/launchers.h"
 #include "dsa/formats/kv_layout.h"
 #include "dsa/formats/quant_math.h"
@@ -71,15 +71,15 @@ __global__ void __launch_bounds__(kGatherThreads) ds_mla_gather_kernel(KvGatherA
 }  // namespace
 
 void ds_mla_insert(const KvInsertArgs& a) {
-  set_device(a.device);
+  cuda_launch::set_device(a.device);
   ds_mla_insert_kernel<<<grid_for(a.rows, 1), kInsertThreads, 0, as_stream(a.stream)>>>(a);
-  check_launch("ds_mla_insert_kernel");
+  cuda_launch::check_launch("ds_mla_insert_kernel");
 }
 
 void ds_mla_gather(const KvGatherArgs& a) {
-  set_device(a.device);
+  cuda_launch::set_device(a.device);
   ds_mla_gather_kernel<<<grid_for(a.rows, 1), kGatherThreads, 0, as_stream(a.stream)>>>(a);
-  check_launch("ds_mla_gather_kernel");
+  cuda_launch::check_launch("ds_mla_gather_kernel");
 }
 
 }  // namespace dsa::formats::cuda

@@ -1,6 +1,6 @@
 // Dequantization of FP8 weights with block scales (fp8_block.h) to f32 or bf16.
 #include "dsa/formats/cuda/common.cuh"
-#include "dsa/formats/cuda/launch_check.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/formats/cuda/launchers.h"
 #include "dsa/formats/quant_math.h"
 
@@ -38,10 +38,10 @@ __global__ void __launch_bounds__(kThreads) fp8_block_dequant_kernel(Fp8BlockDeq
 }  // namespace
 
 void fp8_block_dequantize(const Fp8BlockDequantArgs& a) {
-  set_device(a.device);
+  cuda_launch::set_device(a.device);
   const int64_t chunks = a.rows * ((a.cols + kPerThread - 1) / kPerThread);
   fp8_block_dequant_kernel<<<grid_for(chunks, kThreads), kThreads, 0, as_stream(a.stream)>>>(a);
-  check_launch("fp8_block_dequant_kernel");
+  cuda_launch::check_launch("fp8_block_dequant_kernel");
 }
 
 }  // namespace dsa::formats::cuda

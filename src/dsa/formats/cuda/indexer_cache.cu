@@ -1,7 +1,7 @@
 // Indexer key cache (kv_layout.h indexer: per page [P x 128 B e4m3 keys][P x 4 B fp32 scales]):
 // quantize + insert, gather + dequantize. Byte-exact with the CPU reference in kv_cache_ops.cpp.
 #include "dsa/formats/cuda/common.cuh"
-#include "dsa/formats/cuda/launch_check.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/formats/cuda/launchers.h"
 #include "dsa/formats/kv_layout.h"
 #include "dsa/formats/quant_math.h"
@@ -65,15 +65,15 @@ __global__ void __launch_bounds__(kThreads) indexer_gather_kernel(KvGatherArgs a
 }  // namespace
 
 void indexer_insert(const KvInsertArgs& a) {
-  set_device(a.device);
+  cuda_launch::set_device(a.device);
   indexer_insert_kernel<<<grid_for(a.rows, kRowsPerBlock), kThreads, 0, as_stream(a.stream)>>>(a);
-  check_launch("indexer_insert_kernel");
+  cuda_launch::check_launch("indexer_insert_kernel");
 }
 
 void indexer_gather(const KvGatherArgs& a) {
-  set_device(a.device);
+  cuda_launch::set_device(a.device);
   indexer_gather_kernel<<<grid_for(a.rows, kRowsPerBlock), kThreads, 0, as_stream(a.stream)>>>(a);
-  check_launch("indexer_gather_kernel");
+  cuda_launch::check_launch("indexer_gather_kernel");
 }
 
 }  // namespace dsa::formats::cuda

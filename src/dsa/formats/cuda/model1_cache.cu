@@ -2,7 +2,7 @@
 // scales], padded to a multiple of 576 B): quantize + insert, gather + dequantize. Byte-exact with
 // the CPU reference in kv_cache_ops.cpp (same scalar rules from quant_math.h).
 #include "dsa/formats/cuda/common.cuh"
-#include "dsa/formats/cuda/launch_check.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/formats/cuda/launchers.h"
 #include "dsa/formats/kv_layout.h"
 #include "dsa/formats/quant_math.h"
@@ -79,15 +79,15 @@ __global__ void __launch_bounds__(kGatherThreads) model1_gather_kernel(KvGatherA
 }  // namespace
 
 void model1_insert(const KvInsertArgs& a) {
-  set_device(a.device);
+  cuda_launch::set_device(a.device);
   model1_insert_kernel<<<grid_for(a.rows, 1), kInsertThreads, 0, as_stream(a.stream)>>>(a);
-  check_launch("model1_insert_kernel");
+  cuda_launch::check_launch("model1_insert_kernel");
 }
 
 void model1_gather(const KvGatherArgs& a) {
-  set_device(a.device);
+  cuda_launch::set_device(a.device);
   model1_gather_kernel<<<grid_for(a.rows, 1), kGatherThreads, 0, as_stream(a.stream)>>>(a);
-  check_launch("model1_gather_kernel");
+  cuda_launch::check_launch("model1_gather_kernel");
 }
 
 }  // namespace dsa::formats::cuda

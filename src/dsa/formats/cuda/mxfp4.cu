@@ -1,6 +1,6 @@
 // Dequantization of MXFP4 weights (mxfp4.h) to f32 or bf16.
 #include "dsa/formats/cuda/common.cuh"
-#include "dsa/formats/cuda/launch_check.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/formats/cuda/launchers.h"
 
 namespace dsa::formats::cuda {
@@ -36,9 +36,9 @@ __global__ void __launch_bounds__(kThreads) mxfp4_dequant_kernel(Mxfp4DequantArg
 }  // namespace
 
 void mxfp4_dequantize(const Mxfp4DequantArgs& a) {
-  set_device(a.device);
+  cuda_launch::set_device(a.device);
   mxfp4_dequant_kernel<<<grid_for(a.rows * (a.cols / 2), kThreads), kThreads, 0, as_stream(a.stream)>>>(a);
-  check_launch("mxfp4_dequant_kernel");
+  cuda_launch::check_launch("mxfp4_dequant_kernel");
 }
 
 }  // namespace dsa::formats::cuda

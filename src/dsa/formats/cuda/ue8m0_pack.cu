@@ -2,7 +2,7 @@
 // the MN-major TMA-aligned and the K-grouped layouts, which differ only in strides and in where each
 // packed row's scale rows start (see Ue8m0PackArgs in launchers.h).
 #include "dsa/formats/cuda/common.cuh"
-#include "dsa/formats/cuda/launch_check.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/formats/cuda/launchers.h"
 
 namespace dsa::formats::cuda {
@@ -42,18 +42,19 @@ __global__ void __launch_bounds__(kThreads) ue8m0_pack_kernel(Ue8m0PackArgs a, c
 }  // namespace
 
 void ue8m0_pack(const Ue8m0PackArgs& a) {
-  set_device(a.device);
+  cuda_launch::set_device(a.device);
   cudaStream_t s = as_stream(a.stream);
   int32_t* rows = nullptr;
   const size_t table_bytes = static_cast<size_t>(a.packed_k) * 2 * sizeof(int32_t);
   if (a.rows_host && table_bytes) {
     // Stream-ordered temporary for the row table: allocated, filled, used and freed on `s`.
-    check_status(cudaMallocAsync(reinterpret_cast<void**>(&rows), table_bytes, s), "cudaMallocAsync (ue8m0 row table)");
-    check_status(cudaMemcpyAsync(rows, a.rows_host, table_bytes, cudaMemcpyHostToDevice, s),
-                 "cudaMemcpyAsync (ue8m0 row table)");
+    cuda_launch::check_status(cudaMallocAsync(reinterpret_cast<void**>(&rows), table_bytes, s),
+                              "cudaMallocAsync (ue8m0 row table)");
+    cuda_launch::check_status(cudaMemcpyAsync(rows, a.rows_host, table_bytes, cudaMemcpyHostToDevice, s),
+                              "cudaMemcpyAsync (ue8m0 row table)");
   }
   ue8m0_pack_kernel<<<grid_for(a.groups * a.packed_k * a.out_m_extent, kThreads), kThreads, 0, s>>>(a, rows);
-  check_launch("ue8m0_pack_kernel");
+  cuda_launch::check_launch("ue8m0_pack_kernel");
   if (rows) cudaFreeAsync(rows, s);
 }
 

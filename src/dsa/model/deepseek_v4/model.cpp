@@ -9,6 +9,7 @@
 #include "dsa/attention/registry.h"
 #include "dsa/core/device.h"
 #include "dsa/core/trace.h"
+#include "dsa/model/common/head_padding.h"
 #include "dsa/model/deepseek_v4/attention.h"
 #include "dsa/model/deepseek_v4/moe_block.h"
 #include "dsa/model/cache_specs.h"
@@ -22,19 +23,12 @@ namespace dsa::model::v4 {
 
 namespace {
 
-// The sparse-MLA kernels run 16, 32, 64 or 128 heads; smaller models are padded with zero queries.
-int64_t padded_heads(int64_t H) {
-  for (int64_t h : {16, 32, 64, 128})
-    if (H <= h) return h;
-  fail("deepseek_v4: {} attention heads; the sparse attention kernels support at most 128", H);
-}
-
 // The attention plan (backend and cache geometry per layer type) for the padded head count the
 // kernels run with, on `device`'s platform.
 std::vector<attn::LayerPlan> plan_for(const ModelConfig& c, Device device, int block_size) {
   attn::register_builtin_attention_backends();
   std::vector<attn::AttentionLayerSpec> layers = c.attention_layers();
-  for (auto& l : layers) l.num_heads = static_cast<int>(padded_heads(l.num_heads));
+  for (auto& l : layers) l.num_heads = static_cast<int>(padded_heads(l.num_heads, "deepseek_v4"));
   attn::PlanOptions opt;
   if (device.is_cuda()) {
     opt.capability = effective_capability(device.index);
@@ -106,7 +100,7 @@ DeepseekV4Model::DeepseekV4Model(ModelConfig config, ModelWeights weights, Devic
   plans_ = plan_for(config_, device, block_size_);
 
   // One attention implementation per layer type, from the backend the plan selected.
-  const int64_t H = config_.num_heads, Hp = padded_heads(H);
+  const int64_t H = config_.num_heads, Hp = padded_heads(H, "deepseek_v4");
   attn_.heads_padded = Hp;
   for (const attn::LayerPlan& lp : plans_) {
     DSA_CHECK(lp.selection.backend != nullptr, "deepseek_v4: no attention backend for {} layers: {}",

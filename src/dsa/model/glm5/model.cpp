@@ -9,6 +9,7 @@
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
 #include "dsa/core/trace.h"
+#include "dsa/model/common/head_padding.h"
 #include "dsa/ops/linear/linear.h"
 #include "dsa/ops/norm/norm.h"
 #include "dsa/ops/tensor/tensor_ops.h"
@@ -18,12 +19,6 @@ namespace dsa::model::glm5 {
 namespace {
 
 constexpr int kPageSize = 64;  // tokens per latent-cache page (fp8_ds_mla, docs/kv-cache.md)
-
-int64_t padded_heads(int64_t h) {
-  for (int64_t p : {16, 32, 64, 128})
-    if (h <= p) return p;
-  fail("glm5: {} attention heads; the sparse attention kernels take at most 128", h);
-}
 
 std::unique_ptr<attn::AttentionImpl> make_attention_impl(Device dev, const AttentionConfig& a) {
   attn::AttentionQuery q;
@@ -122,7 +117,7 @@ Model::Model(const std::string& dir, Device device, const Options& opt) : device
 
   AttentionConfig& a = attn_cfg_;
   a.heads = dims_.heads;
-  a.heads_padded = padded_heads(dims_.heads);
+  a.heads_padded = padded_heads(dims_.heads, "glm5");
   a.qk_nope = dims_.qk_nope;
   a.qk_rope = dims_.qk_rope;
   a.v_head = dims_.v_head;

@@ -7,7 +7,7 @@
 #include "dsa/ops/norm/elem.h"
 #ifdef DSA_WITH_CUDA
 #include "dsa/ops/compressor/compressor_cuda.h"
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/ops/norm/norm_cuda.h"
 #include "dsa/ops/rope/rope_cuda.h"
 #endif
@@ -161,7 +161,7 @@ CompressorResult compressor_forward(const CompressorConfig& cfg, CompressorState
     pa.ratio = m;
     pa.head_dim = d;
     pa.overlap = cfg.overlap;
-    cuda::set_device(dev.index);
+    cuda_launch::set_device(dev.index);
     cuda::compressor_pool(pa);
     state.next_pos += T;
     if (emitted == 0) return res;

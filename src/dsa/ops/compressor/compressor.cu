@@ -12,7 +12,7 @@
 
 #include "dsa/ops/compressor/compressor_cuda.h"
 #include "dsa/ops/norm/cuda_elem.cuh"
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
@@ -67,7 +67,7 @@ void compressor_pool(const CompressorPoolArgs& a) {
   if (a.tokens == 0 || a.head_dim == 0) return;
   const int64_t blocks = (a.head_dim + kThreads - 1) / kThreads;
   pool_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, DSA_CURRENT_STREAM>>>(a);
-  check_launch("compressor pool_kernel");
+  cuda_launch::check_launch("compressor pool_kernel");
 }
 
 }  // namespace dsa::ops::cuda

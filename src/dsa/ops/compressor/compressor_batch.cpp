@@ -6,7 +6,7 @@
 #include "dsa/ops/norm/elem.h"
 #ifdef DSA_WITH_CUDA
 #include "dsa/ops/compressor/compressor_cuda.h"
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #endif
 
 namespace dsa::ops {
@@ -94,7 +94,7 @@ void compressor_forward_batch(const CompressorConfig& cfg, const CompressorBatch
     DSA_CHECK(f.size() <= sizeof(a.inv_freq) / sizeof(float), "compressor_forward_batch: rope_dim {} too large",
               cfg.rope.rope_dim);
     for (size_t i = 0; i < f.size(); ++i) a.inv_freq[i] = f[i];
-    cuda::set_device(dev.index);
+    cuda_launch::set_device(dev.index);
     cuda::compressor_batch(a);
     return;
 #else

@@ -13,7 +13,7 @@
 #include "dsa/core/cuda_stream.h"
 #include "dsa/ops/compressor/compressor_cuda.h"
 #include "dsa/ops/norm/cuda_elem.cuh"
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -100,13 +100,14 @@ __global__ void __launch_bounds__(kCompressorMaxHeadDim) batch_kernel(const __gr
 
 void compressor_batch(const CompressorBatchArgs& a) {
   if (a.requests == 0) return;
-  if (a.head_dim < 1 || a.head_dim > kCompressorMaxHeadDim) launch_error("compressor_batch: head_dim outside 1..512");
+  if (a.head_dim < 1 || a.head_dim > kCompressorMaxHeadDim)
+    cuda_launch::launch_error("compressor_batch: head_dim outside 1..512");
   if (a.rope_dim < 0 || a.rope_dim > 2 * kCompressorMaxRopePairs || a.rope_dim > a.head_dim || a.rope_dim % 2)
-    launch_error("compressor_batch: rope_dim must be even and <= min(head_dim, 128)");
-  if (a.requests > 0x7fffffffLL) launch_error("compressor_batch: too many requests for one grid");
+    cuda_launch::launch_error("compressor_batch: rope_dim must be even and <= min(head_dim, 128)");
+  if (a.requests > 0x7fffffffLL) cuda_launch::launch_error("compressor_batch: too many requests for one grid");
   const int threads = static_cast<int>((a.head_dim + 31) / 32 * 32);
   batch_kernel<<<static_cast<unsigned>(a.requests), threads, 0, DSA_CURRENT_STREAM>>>(a);
-  check_launch("compressor batch_kernel");
+  cuda_launch::check_launch("compressor batch_kernel");
 }
 
 }  // namespace dsa::ops::cuda

@@ -9,7 +9,7 @@
 #include "dsa/ops/norm/elem.h"
 #ifdef DSA_WITH_CUDA
 #include "dsa/ops/indexer/indexer_cuda.h"
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #endif
 
 namespace dsa::ops {
@@ -159,7 +159,7 @@ void indexer_scores(const Tensor& q, const Tensor& keys, const Tensor& weights, 
   a.N = d.N;
   a.ratio = p.ratio;
   a.scale = p.scale;
-  cuda::set_device(q.device().index);
+  cuda_launch::set_device(q.device().index);
   cuda::indexer_scores(a);
 #else
   fail("indexer_scores: tensors are on {} but this build has no CUDA", q.device().str());
@@ -183,7 +183,7 @@ void topk_select(const Tensor& scores, const Tensor& positions, const IndexerPar
   a.N = scores.size(1);
   a.ratio = p.ratio;
   a.topk = p.topk;
-  cuda::set_device(scores.device().index);
+  cuda_launch::set_device(scores.device().index);
   cuda::topk_select(a);
 #else
   fail("topk_select: tensors are on {} but this build has no CUDA", scores.device().str());

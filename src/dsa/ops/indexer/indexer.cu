@@ -21,7 +21,7 @@
 #include "dsa/ops/common/block_select.cuh"
 #include "dsa/ops/indexer/indexer_cuda.h"
 #include "dsa/ops/norm/cuda_elem.cuh"
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
@@ -112,20 +112,22 @@ __global__ void select_kernel(TopkSelectArgs a) {
 
 void indexer_scores(const IndexerScoreArgs& a) {
   if (a.T == 0 || a.N == 0) return;
-  if (a.H * a.D + a.H > kIndexerMaxQElems || a.D > kIndexerMaxHeadDim) launch_error("indexer_scores: H*D or D too large");
+  if (a.H * a.D + a.H > kIndexerMaxQElems || a.D > kIndexerMaxHeadDim)
+    cuda_launch::launch_error("indexer_scores: H*D or D too large");
   const int64_t tiles = (a.N + kScoreTile - 1) / kScoreTile;
-  if (a.T > 0x7fffffffLL || tiles > 65535) launch_error("indexer_scores: grid exceeds the launch limits (N <= 4194240)");
+  if (a.T > 0x7fffffffLL || tiles > 65535)
+    cuda_launch::launch_error("indexer_scores: grid exceeds the launch limits (N <= 4194240)");
   const size_t smem = static_cast<size_t>(a.H * a.D + a.H) * sizeof(float);  // <= 48 KB: no opt-in needed
   score_kernel<<<dim3(static_cast<unsigned>(a.T), static_cast<unsigned>(tiles)), kScoreWarps * 32, smem, DSA_CURRENT_STREAM>>>(a);
-  check_launch("indexer score_kernel");
+  cuda_launch::check_launch("indexer score_kernel");
 }
 
 void topk_select(const TopkSelectArgs& a) {
   if (a.T == 0) return;
-  if (a.topk > kIndexerMaxTopk) launch_error("topk_select: topk > 2048");
-  if (a.T > 0x7fffffffLL) launch_error("topk_select: too many tokens for one grid");
+  if (a.topk > kIndexerMaxTopk) cuda_launch::launch_error("topk_select: topk > 2048");
+  if (a.T > 0x7fffffffLL) cuda_launch::launch_error("topk_select: too many tokens for one grid");
   select_kernel<<<static_cast<unsigned>(a.T), kSelectThreads, 0, DSA_CURRENT_STREAM>>>(a);
-  check_launch("indexer select_kernel");
+  cuda_launch::check_launch("indexer select_kernel");
 }
 
 }  // namespace dsa::ops::cuda

@@ -7,7 +7,7 @@
 #include "dsa/ops/norm/elem.h"
 #ifdef DSA_WITH_CUDA
 #include "dsa/ops/indexer/indexer_cuda.h"
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #endif
 
 namespace dsa::ops {
@@ -96,7 +96,7 @@ void indexer_scores_paged(const Tensor& q, const PagedIndexerKeys& keys, const T
     a.N = N;
     a.ratio = p.ratio;
     a.scale = p.scale;
-    cuda::set_device(dev.index);
+    cuda_launch::set_device(dev.index);
     cuda::indexer_scores_paged(a);
     return;
 #else

@@ -15,7 +15,7 @@
 #include "dsa/formats/quant_math.h"
 #include "dsa/ops/indexer/indexer_cuda.h"
 #include "dsa/ops/norm/cuda_elem.cuh"
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -76,13 +76,14 @@ __global__ void __launch_bounds__(kWarps * 32) paged_score_kernel(const __grid_c
 
 void indexer_scores_paged(const IndexerPagedScoreArgs& a) {
   if (a.T == 0 || a.N == 0) return;
-  if (a.H < 1 || a.H > kIndexerPagedMaxHeads) launch_error("indexer_scores_paged: heads outside 1..64");
+  if (a.H < 1 || a.H > kIndexerPagedMaxHeads) cuda_launch::launch_error("indexer_scores_paged: heads outside 1..64");
   const int64_t tiles = (a.N + kTile - 1) / kTile;
-  if (a.T > 0x7fffffffLL || tiles > 65535) launch_error("indexer_scores_paged: grid exceeds the launch limits");
+  if (a.T > 0x7fffffffLL || tiles > 65535)
+    cuda_launch::launch_error("indexer_scores_paged: grid exceeds the launch limits");
   const size_t smem = static_cast<size_t>(kD * a.H + a.H + kWarps * kD) * sizeof(float);  // <= 37 KB
   paged_score_kernel<<<dim3(static_cast<unsigned>(a.T), static_cast<unsigned>(tiles)), kWarps * 32, smem,
                        DSA_CURRENT_STREAM>>>(a);
-  check_launch("indexer paged_score_kernel");
+  cuda_launch::check_launch("indexer paged_score_kernel");
 }
 
 }  // namespace dsa::ops::cuda

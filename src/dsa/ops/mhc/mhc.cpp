@@ -7,7 +7,7 @@
 #include "dsa/ops/norm/elem.h"
 #ifdef DSA_WITH_CUDA
 #include "dsa/ops/mhc/mhc_cuda.h"
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #endif
 
 namespace dsa::ops {
@@ -185,7 +185,7 @@ void mhc_pre(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor
   a.post = post.data<float>();
   a.comb = comb.data<float>();
   a.head = false;
-  cuda::set_device(X.device().index);
+  cuda_launch::set_device(X.device().index);
   cuda::mhc_pre(a);
 #else
   (void)s;
@@ -200,7 +200,7 @@ void mhc_head(const Tensor& X, const Tensor& fn, const Tensor& base, const Tenso
 #ifdef DSA_WITH_CUDA
   cuda::MhcPreArgs a = pre_args(X, fn, base, scale, p, mix, y, s);
   a.head = true;
-  cuda::set_device(X.device().index);
+  cuda_launch::set_device(X.device().index);
   cuda::mhc_pre(a);
 #else
   (void)s;
@@ -224,7 +224,7 @@ void mhc_post(const Tensor& f, const Tensor& X, const Tensor& post, const Tensor
   a.tokens = X.size(0);
   a.d = X.size(2);
   a.hc = static_cast<int>(X.size(1));
-  cuda::set_device(X.device().index);
+  cuda_launch::set_device(X.device().index);
   cuda::mhc_post(a);
 #else
   fail("mhc_post: tensors are on {} but this build has no CUDA", X.device().str());

@@ -18,7 +18,7 @@
 #include "dsa/ops/mhc/mhc_cuda.h"
 #include "dsa/ops/mhc/mhc_math.h"
 #include "dsa/ops/norm/cuda_elem.cuh"
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
@@ -163,7 +163,7 @@ __global__ void post_kernel(MhcPostArgs a) {
 }
 
 void check_grid(int64_t T, int64_t y, const char* what) {
-  if (T > 0x7fffffffLL || y > 65535) launch_error(what);
+  if (T > 0x7fffffffLL || y > 65535) cuda_launch::launch_error(what);
 }
 
 }  // namespace
@@ -172,11 +172,11 @@ void mhc_pre(const MhcPreArgs& a) {
   if (a.tokens == 0) return;
   check_grid(a.tokens, a.n_mix, "mhc_pre: grid exceeds the launch limits");
   mix_kernel<<<dim3(static_cast<unsigned>(a.tokens), a.n_mix), kThreads, 0, DSA_CURRENT_STREAM>>>(a);
-  check_launch("mhc mix_kernel");
+  cuda_launch::check_launch("mhc mix_kernel");
   const int64_t cols = (a.d + kThreads - 1) / kThreads;
   check_grid(a.tokens, cols, "mhc_pre: grid exceeds the launch limits");
   collapse_kernel<<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads, 0, DSA_CURRENT_STREAM>>>(a);
-  check_launch("mhc collapse_kernel");
+  cuda_launch::check_launch("mhc collapse_kernel");
 }
 
 void mhc_post(const MhcPostArgs& a) {
@@ -184,7 +184,7 @@ void mhc_post(const MhcPostArgs& a) {
   const int64_t cols = (a.d + kThreads - 1) / kThreads;
   check_grid(a.tokens, cols, "mhc_post: grid exceeds the launch limits");
   post_kernel<<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads, 0, DSA_CURRENT_STREAM>>>(a);
-  check_launch("mhc post_kernel");
+  cuda_launch::check_launch("mhc post_kernel");
 }
 
 }  // namespace dsa::ops::cuda

@@ -5,7 +5,7 @@
 #include "dsa/ops/norm/elem.h"
 #include "dsa/ops/norm/rows.h"
 #ifdef DSA_WITH_CUDA
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/ops/norm/norm_cuda.h"
 #endif
 
@@ -90,7 +90,7 @@ void dispatch(const char* op, const Tensor& x, const Tensor& weight, const Tenso
   a.bias_dtype = bias.defined() ? bias.dtype() : DType::F32;
   a.eps = p.eps;
   a.layer_norm = layer;
-  cuda::set_device(x.device().index);
+  cuda_launch::set_device(x.device().index);
   cuda::row_norm(a);
 #else
   fail("{}: tensors are on {} but this build has no CUDA", op, x.device().str());

@@ -5,7 +5,7 @@
 // finished, so out == x (in place) is safe. Launch: grid = rows, block = 64..512 threads chosen
 // from cols (a CTA per row keeps rows independent and the reduction deterministic).
 #include "dsa/ops/norm/cuda_elem.cuh"
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/ops/norm/norm_cuda.h"
 #include "dsa/core/cuda_stream.h"
 
@@ -42,10 +42,10 @@ __global__ void row_norm_kernel(RowNormArgs a) {
 
 void row_norm(const RowNormArgs& a) {
   if (a.rows == 0) return;
-  if (a.rows > 0x7fffffffLL) launch_error("row_norm: too many rows for one grid");
+  if (a.rows > 0x7fffffffLL) cuda_launch::launch_error("row_norm: too many rows for one grid");
   const int threads = a.cols >= 4096 ? 512 : a.cols >= 1024 ? 256 : a.cols >= 256 ? 128 : 64;
   row_norm_kernel<<<static_cast<unsigned>(a.rows), threads, 0, DSA_CURRENT_STREAM>>>(a);
-  check_launch("row_norm_kernel");
+  cuda_launch::check_launch("row_norm_kernel");
 }
 
 }  // namespace dsa::ops::cuda

@@ -6,7 +6,7 @@
 
 #include "dsa/ops/norm/elem.h"
 #ifdef DSA_WITH_CUDA
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/ops/rope/rope_cuda.h"
 #endif
 
@@ -162,7 +162,7 @@ void apply_rope(const Tensor& x, const Tensor& positions, const RopeConfig& cfg,
   a.half_split = p.half_split;
   std::vector<float> f = rope_inv_freq(cfg);
   for (int i = 0; i < a.pairs; ++i) a.inv_freq[i] = f[static_cast<size_t>(i)];
-  cuda::set_device(x.device().index);
+  cuda_launch::set_device(x.device().index);
   cuda::rope(a);
 #else
   (void)s;

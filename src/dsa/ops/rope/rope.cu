@@ -6,7 +6,7 @@
 // version (no fast math). inv_freq travels in the kernel parameters (<= 512 B).
 // Launch: 8 warps (256 threads) per CTA, grid = ceil(tokens * heads / 8).
 #include "dsa/ops/norm/cuda_elem.cuh"
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/ops/rope/rope_cuda.h"
 #include "dsa/core/cuda_stream.h"
 
@@ -56,13 +56,13 @@ __global__ void rope_kernel(const __grid_constant__ RopeArgs a) {
 }  // namespace
 
 void rope(const RopeArgs& a) {
-  if (a.pairs < 1 || a.pairs > kRopeMaxPairs) launch_error("rope: rope_dim / 2 outside 1..128");
+  if (a.pairs < 1 || a.pairs > kRopeMaxPairs) cuda_launch::launch_error("rope: rope_dim / 2 outside 1..128");
   const int64_t rows = a.tokens * a.heads;
   if (rows == 0) return;
   const int64_t blocks = (rows + kWarps - 1) / kWarps;
-  if (blocks > 0x7fffffffLL) launch_error("rope: too many rows for one grid");
+  if (blocks > 0x7fffffffLL) cuda_launch::launch_error("rope: too many rows for one grid");
   rope_kernel<<<static_cast<unsigned>(blocks), kWarps * 32, 0, DSA_CURRENT_STREAM>>>(a);
-  check_launch("rope_kernel");
+  cuda_launch::check_launch("rope_kernel");
 }
 
 }  // namespace dsa::ops::cuda

@@ -10,7 +10,7 @@
 #include "dsa/core/error.h"
 #include "dsa/ops/sampling/philox.h"
 #ifdef DSA_WITH_CUDA
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/ops/sampling/sampling_cuda.h"
 #endif
 
@@ -89,7 +89,7 @@ void sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& out) 
   if (dev.is_cuda()) {
 #ifdef DSA_WITH_CUDA
     DSA_CHECK(V <= 0x7fffffffLL, "sample_tokens: vocabulary of {} ids exceeds the kernel's i32 ids", V);
-    cuda::set_device(dev.index);
+    cuda_launch::set_device(dev.index);
     cuda::sample_tokens(logits.data<float>(), static_cast<const uint8_t*>(rows.raw()), out.data<int32_t>(), N, V);
     return;
 #else

@@ -17,7 +17,7 @@
 #include "dsa/core/cuda_stream.h"
 #include "dsa/ops/common/block_select.cuh"
 #include "dsa/ops/norm/cuda_elem.cuh"
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/ops/sampling/philox.h"
 #include "dsa/ops/sampling/sampling_row.h"
 #include "dsa/ops/sampling/sampling_cuda.h"
@@ -164,9 +164,9 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, c
 
 void sample_tokens(const float* logits, const uint8_t* rows, int32_t* out, int64_t N, int64_t V) {
   if (N == 0) return;
-  if (N > 0x7fffffffLL) launch_error("sample_tokens: too many rows for one grid");
+  if (N > 0x7fffffffLL) cuda_launch::launch_error("sample_tokens: too many rows for one grid");
   sample_kernel<<<static_cast<unsigned>(N), kThreads, 0, DSA_CURRENT_STREAM>>>(logits, rows, out, V);
-  check_launch("sample_kernel");
+  cuda_launch::check_launch("sample_kernel");
 }
 
 }  // namespace dsa::ops::cuda

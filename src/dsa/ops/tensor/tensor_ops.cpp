@@ -8,7 +8,7 @@
 #include "dsa/core/error.h"
 #include "dsa/ops/norm/elem.h"
 #ifdef DSA_WITH_CUDA
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/ops/tensor/tensor_ops_cuda.h"
 #endif
 
@@ -65,7 +65,7 @@ void copy_cast(const Tensor& dst, const Tensor& src) {
     }
     a.dst_dtype = dst.dtype();
     a.src_dtype = src.dtype();
-    cuda::set_device(dst.device().index);
+    cuda_launch::set_device(dst.device().index);
     cuda::copy_cast(a);
     return;
 #else
@@ -91,7 +91,7 @@ void add_into(const Tensor& acc, const Tensor& x) {
   check_activation_dtype("add_into x", x.dtype());
   if (acc.device().is_cuda()) {
 #ifdef DSA_WITH_CUDA
-    cuda::set_device(acc.device().index);
+    cuda_launch::set_device(acc.device().index);
     cuda::add_into(acc.data<float>(), x.raw(), x.dtype(), acc.numel());
     return;
 #else
@@ -128,7 +128,7 @@ void embed_rows(const Tensor& table, const Tensor& ids, const Tensor& out) {
     a.repeat = R;
     a.table_dtype = table.dtype();
     a.out_dtype = out.dtype();
-    cuda::set_device(table.device().index);
+    cuda_launch::set_device(table.device().index);
     cuda::embed_rows(a);
     return;
 #else
@@ -174,7 +174,7 @@ void head_matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
     a.x_dtype = x.dtype();
     a.w_dtype = w.dtype();
     a.out_dtype = out.dtype();
-    cuda::set_device(x.device().index);
+    cuda_launch::set_device(x.device().index);
     // Decode-sized problems with bf16 weights stream the weights (GEMV kernel); prefill-sized
     // bf16 problems go to the tensor cores (cuBLASLt); everything else to the tiled SIMT kernel.
     // DSA_HEAD_MATMUL=kernel forces the tiled kernel.

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "dsa/ops/norm/cuda_elem.cuh"
-#include "dsa/ops/norm/cuda_launch.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/ops/tensor/tensor_ops_cuda.h"
 #include "dsa/core/cuda_stream.h"
 
@@ -203,7 +203,7 @@ void launch_gemv(const HeadMatmulArgs& a) {
   const size_t smem = static_cast<size_t>(TT) * static_cast<size_t>(a.k) * sizeof(float);
   const dim3 grid(static_cast<unsigned>((a.n + 8 * kGemvRows - 1) / (8 * kGemvRows)), static_cast<unsigned>(a.heads));
   head_matmul_gemv_kernel<TT><<<grid, kThreads, smem, DSA_CURRENT_STREAM>>>(a);
-  check_launch("head_matmul_gemv_kernel");
+  cuda_launch::check_launch("head_matmul_gemv_kernel");
 }
 
 }  // namespace
@@ -212,20 +212,20 @@ void copy_cast(const CopyCastArgs& a) {
   const int64_t n = a.shape[0] * a.shape[1] * a.shape[2] * a.shape[3];
   if (n == 0) return;
   copy_cast_kernel<<<static_cast<unsigned>(blocks_for(n)), kThreads, 0, DSA_CURRENT_STREAM>>>(a, n);
-  check_launch("copy_cast_kernel");
+  cuda_launch::check_launch("copy_cast_kernel");
 }
 
 void add_into(float* acc, const void* x, DType x_dtype, int64_t n) {
   if (n == 0) return;
   add_into_kernel<<<static_cast<unsigned>(blocks_for(n)), kThreads, 0, DSA_CURRENT_STREAM>>>(acc, x, x_dtype, n);
-  check_launch("add_into_kernel");
+  cuda_launch::check_launch("add_into_kernel");
 }
 
 void embed_rows(const EmbedRowsArgs& a) {
   if (a.tokens == 0 || a.dim == 0 || a.repeat == 0) return;
-  if (a.tokens > 0x7fffffffLL) launch_error("embed_rows: too many tokens for one grid");
+  if (a.tokens > 0x7fffffffLL) cuda_launch::launch_error("embed_rows: too many tokens for one grid");
   embed_rows_kernel<<<static_cast<unsigned>(a.tokens), kThreads, 0, DSA_CURRENT_STREAM>>>(a);
-  check_launch("embed_rows_kernel");
+  cuda_launch::check_launch("embed_rows_kernel");
 }
 
 bool head_matmul_gemv(const HeadMatmulArgs& a) {
@@ -248,13 +248,14 @@ void head_matmul(const HeadMatmulArgs& a) {
   const int bm = a.tokens <= 16 ? 16 : 64;
   const int64_t gx = (a.tokens + bm - 1) / bm, gy = (a.n + kBN - 1) / kBN;
   if (gx > 0x7fffffffLL || gy > 65535 || a.heads > 65535)
-    launch_error("head_matmul: tokens, outputs or heads exceed the grid limits (2^31 - 1, 65535 * 64, 65535)");
+    cuda_launch::launch_error(
+        "head_matmul: tokens, outputs or heads exceed the grid limits (2^31 - 1, 65535 * 64, 65535)");
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(a.heads));
   if (bm == 16)
     head_matmul_kernel<16><<<grid, kThreads, 0, DSA_CURRENT_STREAM>>>(a);
   else
     head_matmul_kernel<64><<<grid, kThreads, 0, DSA_CURRENT_STREAM>>>(a);
-  check_launch("head_matmul_kernel");
+  cuda_launch::check_launch("head_matmul_kernel");
 }
 
 }  // namespace dsa::ops::cuda
