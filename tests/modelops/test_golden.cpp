@@ -11,7 +11,7 @@
 #include "dsa/ops/mhc/mhc.h"
 #include "dsa/ops/norm/norm.h"
 #include "dsa/ops/rope/rope.h"
-#include "helpers.h"
+#include "common/op_helpers.h"
 
 using namespace dsa;
 using namespace dsa::ops;

@@ -1,5 +1,6 @@
-// Small helpers shared by the model-op tests: element access as float, comparisons that never
-// let NaN pass, device round trips.
+// Small helpers shared by the op tests (tests/compressor, indexer, mhc, norm, rope, tensor and the
+// model-op golden vectors in tests/modelops): element access as float, comparisons that never let
+// NaN pass, device round trips.
 #pragma once
 #include <cmath>
 #include <string>

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "dsa/ops/tensor/tensor_ops.h"
-#include "helpers.h"
+#include "common/op_helpers.h"
 
 using namespace dsa;
 using namespace dsa::ops;

@@ -4,7 +4,7 @@
 
 #include "dsa/core/dtype_conv.h"
 #include "dsa/ops/tensor/tensor_ops.h"
-#include "helpers.h"
+#include "common/op_helpers.h"
 
 using namespace dsa;
 using namespace dsa::ops;

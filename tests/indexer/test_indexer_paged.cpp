@@ -10,7 +10,7 @@
 
 #include "dsa/formats/kv_cache_ops.h"
 #include "dsa/ops/indexer/indexer.h"
-#include "helpers.h"
+#include "common/op_helpers.h"
 
 using namespace dsa;
 using namespace dsa::ops;

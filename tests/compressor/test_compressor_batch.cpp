@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "dsa/ops/compressor/compressor_batch.h"
-#include "helpers.h"
+#include "common/op_helpers.h"
 
 using namespace dsa;
 using namespace dsa::ops;

@@ -2,7 +2,7 @@
 
 #include "dsa/ops/mhc/mhc.h"
 #include "dsa/ops/mhc/mhc_math.h"
-#include "helpers.h"
+#include "common/op_helpers.h"
 
 using namespace dsa;
 using namespace dsa::ops;

@@ -1,7 +1,7 @@
 #include <cmath>
 
 #include "dsa/ops/norm/norm.h"
-#include "helpers.h"
+#include "common/op_helpers.h"
 
 using namespace dsa;
 using namespace dsa::ops;

@@ -3,7 +3,7 @@
 #include <numeric>
 
 #include "dsa/ops/indexer/indexer.h"
-#include "helpers.h"
+#include "common/op_helpers.h"
 
 using namespace dsa;
 using namespace dsa::ops;

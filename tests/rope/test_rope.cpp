@@ -2,7 +2,7 @@
 #include <numbers>
 
 #include "dsa/ops/rope/rope.h"
-#include "helpers.h"
+#include "common/op_helpers.h"
 
 using namespace dsa;
 using namespace dsa::ops;

@@ -2,7 +2,7 @@
 #include <limits>
 
 #include "dsa/ops/compressor/compressor.h"
-#include "helpers.h"
+#include "common/op_helpers.h"
 
 using namespace dsa;
 using namespace dsa::ops;
