@@ -91,12 +91,7 @@ std::vector<int32_t> generate_showing_logits(model::CausalLM& lm, const std::vec
   so.kv_blocks = (static_cast<int64_t>(prompt.size()) + a.max_tokens) / 16 + 8;
   engine::Session session(lm, so);
   const int64_t id = session.add_request();
-  engine::ForwardBatch b;
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    b.token_ids.push_back(prompt[i]);
-    b.request.push_back(id);
-    b.positions.push_back(static_cast<int64_t>(i));
-  }
+  const engine::ForwardBatch b = engine::ForwardBatch::of(id, prompt);
   Tensor logits = session.forward(b);
   std::vector<int32_t> out{argmax(logits.data<float>(), V, 0)};
   print_top(0, logits.data<float>(), V, a.show_top);

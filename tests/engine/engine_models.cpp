@@ -53,12 +53,7 @@ std::vector<int32_t> greedy_direct(model::CausalLM& lm, const std::vector<int32_
   const int64_t V = lm.config().vocab_size;
   Session session(lm);
   const int64_t id = session.add_request();
-  ForwardBatch b;
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    b.token_ids.push_back(prompt[i]);
-    b.request.push_back(id);
-    b.positions.push_back(static_cast<int64_t>(i));
-  }
+  const ForwardBatch b = ForwardBatch::of(id, prompt);
   std::vector<int32_t> out{argmax_token(session.forward(b).data<float>(), V)};
   while (static_cast<int64_t>(out.size()) < max_tokens) {
     ForwardBatch d{{out.back()}, {id}, {static_cast<int64_t>(prompt.size() + out.size() - 1)}};

@@ -45,12 +45,7 @@ Direct run_direct(model::CausalLM& lm, const std::vector<int32_t>& prompt, int64
   Direct d;
   Session session(lm);
   const int64_t id = session.add_request();
-  ForwardBatch b;
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    b.token_ids.push_back(prompt[i]);
-    b.request.push_back(id);
-    b.positions.push_back(static_cast<int64_t>(i));
-  }
+  const ForwardBatch b = ForwardBatch::of(id, prompt);
   const Tensor all = session.forward(b, true);
   for (size_t i = 0; i < prompt.size(); ++i)
     d.prompt_rows.emplace_back(all.data<float>() + i * V, all.data<float>() + (i + 1) * V);

@@ -56,12 +56,7 @@ LmRun run_lm(const std::string& dir, Device dev, const std::vector<int32_t>& p, 
   r.V = lm->config().vocab_size;
   engine::Session session(*lm);
   const int64_t id = session.add_request();
-  engine::ForwardBatch b;
-  for (size_t t = 0; t < p.size(); ++t) {
-    b.token_ids.push_back(p[t]);
-    b.request.push_back(id);
-    b.positions.push_back(static_cast<int64_t>(t));
-  }
+  const engine::ForwardBatch b = engine::ForwardBatch::of(id, p);
   Tensor logits = session.forward(b, true).to(Device::cpu());
   auto add = [&](const Tensor& l) {
     const float* d = l.data<float>();

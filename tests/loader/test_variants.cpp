@@ -32,12 +32,9 @@ std::vector<Tensor> run(const std::string& dir) {
   auto lm = model::load_causal_lm(dir, Device::cpu());
   engine::Session session(*lm);
   const int64_t id = session.add_request();
-  engine::ForwardBatch b;
-  for (int i = 0; i < 12; ++i) {
-    b.token_ids.push_back(2 + (i * 37) % 500);
-    b.request.push_back(id);
-    b.positions.push_back(i);
-  }
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 12; ++i) prompt.push_back(2 + (i * 37) % 500);
+  const engine::ForwardBatch b = engine::ForwardBatch::of(id, prompt);
   std::vector<Tensor> out{session.forward(b, /*all_logits=*/true)};
   for (int step = 0; step < 3; ++step) {
     const Tensor& last = out.back();

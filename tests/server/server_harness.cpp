@@ -99,12 +99,7 @@ std::vector<float> Harness::reference_logits(const std::vector<int32_t>& tokens)
   if (!ref_lm) ref_lm = load(dir);
   engine::Session session(*ref_lm);
   const int64_t id = session.add_request();
-  engine::ForwardBatch b;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    b.token_ids.push_back(tokens[i]);
-    b.request.push_back(id);
-    b.positions.push_back(static_cast<int64_t>(i));
-  }
+  const engine::ForwardBatch b = engine::ForwardBatch::of(id, tokens);
   const Tensor l = session.forward(b, /*all_logits=*/true);
   session.free_request(id);
   const float* p = l.data<float>();

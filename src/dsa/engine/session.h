@@ -18,6 +18,15 @@ struct ForwardBatch {
   std::vector<int32_t> token_ids;  // [N]
   std::vector<int64_t> request;    // [N] request id (from add_request)
   std::vector<int64_t> positions;  // [N] position within the request (consecutive per request)
+
+  // The tokens of one request at positions start, start + 1, ...
+  static ForwardBatch of(int64_t request, const std::vector<int32_t>& tokens, int64_t start = 0) {
+    ForwardBatch b;
+    b.token_ids = tokens;
+    b.request.assign(tokens.size(), request);
+    for (size_t i = 0; i < tokens.size(); ++i) b.positions.push_back(start + static_cast<int64_t>(i));
+    return b;
+  }
 };
 
 struct SessionOptions {

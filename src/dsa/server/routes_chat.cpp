@@ -176,10 +176,7 @@ struct ChatStream {
 bool ChatStream::run(httplib::DataSink& sink) {
   const CompletionRequest& g = p.req.gen;
   const std::string& model = ctx->opt.model_name;
-  auto write = [&](const std::string& data) {
-    const std::string line = "data: " + data + "\n\n";
-    return sink.write(line.data(), line.size());
-  };
+  auto write = [&](const std::string& data) { return sse_event(sink, data); };
   auto chunk = [&](size_t c, const json& delta, const std::string& finish, const json& lp = nullptr) {
     json j = chat_chunk_json(id, created, model, c, delta, finish, lp);
     if (g.include_usage) j["usage"] = nullptr;
@@ -268,37 +265,8 @@ void handle(ServerContext& ctx, const std::shared_ptr<const ChatServing>& chat, 
   st->created = unix_time();
   st->rec = rec;
   st->p = std::move(p);
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [st](size_t, httplib::DataSink& sink) {
-        // Outside httplib's exception handling: whatever throws ends the stream with an error
-        // event instead of terminating the process.
-        try {
-          return st->run(sink);
-        } catch (const std::exception& e) {
-          st->gen->abort();
-          const std::string line =
-              "data: " + dump_json(error_json(std::string("internal error: ") + e.what(), "internal_server_error", "", 500)) +
-              "\n\ndata: [DONE]\n\n";
-          try {
-            sink.write(line.data(), line.size());
-            sink.done();
-          } catch (...) {
-          }
-          return true;
-        } catch (...) {
-          st->gen->abort();
-          return false;
-        }
-      },
-      [st](bool) noexcept {
-        try {
-          st->gen->abort();
-        } catch (...) {
-        }
-      });
+  serve_sse(
+      res, [st](httplib::DataSink& sink) { return st->run(sink); }, [st] { st->gen->abort(); });
 }
 
 }  // namespace

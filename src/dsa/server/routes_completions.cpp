@@ -206,10 +206,7 @@ struct StreamState {
 
 bool StreamState::run(httplib::DataSink& sink) {
   const CompletionRequest& cr = p.cr;
-  auto write = [&](const std::string& data) {
-    const std::string line = "data: " + data + "\n\n";
-    return sink.write(line.data(), line.size());
-  };
+  auto write = [&](const std::string& data) { return sse_event(sink, data); };
   auto finish_stream = [&](bool ok) {
     if (ok && cr.include_usage) {
       int64_t total = 0;
@@ -305,37 +302,8 @@ void handle(ServerContext& ctx, const httplib::Request&, httplib::Response& res,
   st->started.assign(choices, false);
   st->completion_tokens.assign(choices, 0);
   st->p = std::move(p);
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [st](size_t, httplib::DataSink& sink) {
-        // Runs outside httplib's exception handling: whatever throws ends the stream with an
-        // error event instead of terminating the process.
-        try {
-          return st->run(sink);
-        } catch (const std::exception& e) {
-          st->gen->abort();
-          const std::string line =
-              "data: " + dump_json(error_json(std::string("internal error: ") + e.what(), "internal_server_error", "", 500)) +
-              "\n\ndata: [DONE]\n\n";
-          try {
-            sink.write(line.data(), line.size());
-            sink.done();
-          } catch (...) {
-          }
-          return true;
-        } catch (...) {
-          st->gen->abort();
-          return false;
-        }
-      },
-      [st](bool) noexcept {
-        try {
-          st->gen->abort();
-        } catch (...) {
-        }
-      });
+  serve_sse(
+      res, [st](httplib::DataSink& sink) { return st->run(sink); }, [st] { st->gen->abort(); });
 }
 
 }  // namespace

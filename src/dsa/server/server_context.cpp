@@ -128,6 +128,42 @@ std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error
 
 int64_t unix_time() { return static_cast<int64_t>(std::time(nullptr)); }
 
+bool sse_event(httplib::DataSink& sink, const std::string& data) {
+  const std::string line = "data: " + data + "\n\n";
+  return sink.write(line.data(), line.size());
+}
+
+void serve_sse(httplib::Response& res, std::function<bool(httplib::DataSink&)> run, std::function<void()> abort) {
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  auto safe_abort = [abort] {
+    try {
+      abort();
+    } catch (...) {
+    }
+  };
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [run = std::move(run), safe_abort](size_t, httplib::DataSink& sink) {
+        try {
+          return run(sink);
+        } catch (const std::exception& e) {
+          safe_abort();
+          try {
+            sse_event(sink, dump_json(error_json(std::string("internal error: ") + e.what(), "internal_server_error", "", 500)));
+            sse_event(sink, "[DONE]");
+            sink.done();
+          } catch (...) {
+          }
+          return true;
+        } catch (...) {
+          safe_abort();
+          return false;
+        }
+      },
+      [safe_abort](bool) noexcept { safe_abort(); });
+}
+
 void send_json(httplib::Response& res, int status, const json& j) {
   res.status = status;
   res.set_content(dump_json(j), "application/json");

@@ -56,6 +56,15 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
 std::string dump_json(const nlohmann::json& j);
 int64_t unix_time();
 
+// Server-sent events: one "data: <text>" event; false when the client cannot take it.
+bool sse_event(httplib::DataSink& sink, const std::string& data);
+// Serves `res` as an SSE stream written by `run` (called by httplib until it returns; true: the
+// stream ended, false: the client went away). It runs outside httplib's exception handling, so
+// an exception ends the stream with an error event and [DONE] instead of terminating the
+// process; `abort` (which must not throw) runs when the stream ends for any reason, and after
+// an exception.
+void serve_sse(httplib::Response& res, std::function<bool(httplib::DataSink&)> run, std::function<void()> abort);
+
 // Installs what applies to every request: the pre-routing checks (Content-Length and
 // Transfer-Encoding, the body limit before anything is read), the error and exception
 // handlers, the logger, CORS preflight, and 404s for unknown routes (bodies left unread, the
