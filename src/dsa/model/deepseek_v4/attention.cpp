@@ -38,7 +38,7 @@ Tensor output_projection(const LayerWeights& w, const ModelConfig& c, const Tens
   const Device dev = o.device();
   Tensor mid = Tensor::empty({T, G, r}, DType::BF16, dev);
   ops::head_matmul(o.reshape({T, G, width}), w.wo_a.reshape({G, r, width}), mid);
-  Tensor out = Tensor::empty({T, c.hidden_size}, DType::F32, dev);
+  Tensor out = Tensor::empty({T, c.hidden_size}, DType::BF16, dev);
   w.wo_b.apply(mid.reshape({T, G * r}), out);
   return out;
 }
@@ -52,22 +52,26 @@ Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const 
   const ops::RopeConfig rope = rope_config(c, w.ratio);
   const Tensor& pos = s.meta().positions;
   const Device dev = x.device();
-  const Tensor xb = ops::cast(x, DType::BF16);
+  DSA_CHECK(x.dtype() == DType::BF16, "deepseek_v4: attention input must be bf16, got {}", x.str());
+  const Tensor& xb = x;
 
-  // q path
-  Tensor qa = Tensor::empty({T, c.q_lora_rank}, DType::F32, dev);
+  // q path. The projections write bf16 (the FP8 GEMM's output rounding) and the norms read it
+  // directly, so no widening copy sits between them; the norms compute in f32 and round once.
+  Tensor qa = Tensor::empty({T, c.q_lora_rank}, DType::BF16, dev);
   w.wq_a.apply(xb, qa);
-  ops::rms_norm(qa, w.q_norm, qa, norm);
-  const Tensor q_res = ops::cast(qa, DType::BF16);
+  const Tensor q_res = Tensor::empty({T, c.q_lora_rank}, DType::BF16, dev);
+  ops::rms_norm(qa, w.q_norm, q_res, norm);
+  Tensor qb = Tensor::empty({T, H * D}, DType::BF16, dev);
+  w.wq_b.apply(q_res, qb);
   Tensor q = Tensor::empty({T, H * D}, DType::F32, dev);
-  w.wq_b.apply(q_res, q);
-  ops::rms_norm(q.reshape({T * H, D}), Tensor(), q.reshape({T * H, D}), norm);  // per head, no weight
+  ops::rms_norm(qb.reshape({T * H, D}), Tensor(), q.reshape({T * H, D}), norm);  // per head, no weight
   ops::apply_rope(q.reshape({T, H, D}), pos, rope, {.offset = rope_off});
 
   // kv path: one 512-wide head (K = V) into the sliding-window cache
+  Tensor kvb = Tensor::empty({T, D}, DType::BF16, dev);
+  w.wkv.apply(xb, kvb);
   Tensor kv = Tensor::empty({T, D}, DType::F32, dev);
-  w.wkv.apply(xb, kv);
-  ops::rms_norm(kv, w.kv_norm, kv, norm);
+  ops::rms_norm(kvb, w.kv_norm, kv, norm);
   ops::apply_rope(kv, pos, rope, {.offset = rope_off});
   const kv::KvPool& swa = s.pool(layer, CacheRole::SlidingWindow);
   formats::kv_insert({.format = formats::KvFormat::Model1, .page_size = swa.page_size, .cache = swa.data,
@@ -112,11 +116,13 @@ Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const 
     trace_tensor(fmt::format("v4.layer{}.attn_o", layer), p.o);
   }
 
-  // inverse RoPE on the output (K = V carried the keys' rotation; in f32, then rounded to the
-  // bf16 the projection reads), grouped output projection
-  const Tensor o = ops::cast(p.o.slice(1, 0, H), DType::F32);  // f32 [T][H][D]
+  // inverse RoPE on the output (K = V carried the keys' rotation), in place on the bf16 heads:
+  // the kernel rotates in f32 and rounds once, as widening, rotating and rounding would; then the
+  // grouped output projection (bf16 out: mhc_post reads it as it is).
+  Tensor o = p.o.slice(1, 0, H);  // bf16 [T][H][D]
+  if (Hp != H) o = ops::cast(o, DType::BF16);  // contiguous heads for the grouped view
   ops::apply_rope(o, pos, rope, {.offset = rope_off, .inverse = true});
-  return output_projection(w, c, ops::cast(o, DType::BF16));
+  return output_projection(w, c, o);
 }
 
 }  // namespace dsa::model::v4

@@ -12,7 +12,7 @@
 
 namespace dsa::model::v4 {
 
-// x: f32 [T][hidden] (the attn_norm output); returns f32 [T][hidden].
+// x: bf16 [T][hidden] (the attn_norm output); returns bf16 [T][hidden] (wo_b's output rounding).
 Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const Tensor& x);
 
 }  // namespace dsa::model::v4

@@ -179,7 +179,9 @@ void DeepseekV4Model::forward(const StepInputs& in, const Tensor& logits) {
   mp.norm_eps = static_cast<float>(c.rms_norm_eps);
   const ops::NormParams np{static_cast<float>(c.rms_norm_eps)};
   MhcScratch m(T, hc, d, device_);
-  Tensor yn = Tensor::empty({T, d}, DType::F32, device_);
+  // The normalised sub-layer input is bf16, what the attention and MoE projections read (the
+  // norm computes in f32 and rounds once, as a separate cast would).
+  Tensor yn = Tensor::empty({T, d}, DType::BF16, device_);
   for (int l = 0; l < c.num_layers; ++l) {
     in.mark(l);
     const LayerWeights& L = w_.layers[l];

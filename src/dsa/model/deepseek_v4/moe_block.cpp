@@ -11,9 +11,10 @@ Tensor moe_forward(const LayerWeights& w, const ModelConfig& c, const Tensor& x,
   p.router.topk = c.num_experts_per_tok;
   p.router.routed_scaling = static_cast<float>(c.routed_scaling_factor);
   p.swiglu_limit = static_cast<float>(c.swiglu_limit);
+  DSA_CHECK(x.dtype() == DType::BF16, "deepseek_v4: MoE input must be bf16, got {}", x.str());
   Tensor out = Tensor::empty({x.size(0), c.hidden_size}, DType::BF16, x.device());
-  ops::moe_layer(ops::cast(x, DType::BF16), token_ids, w.moe, p, out, ws);
-  return ops::cast(out, DType::F32);
+  ops::moe_layer(x, token_ids, w.moe, p, out, ws);
+  return out;  // bf16: mhc_post reads it as it is
 }
 
 }  // namespace dsa::model::v4

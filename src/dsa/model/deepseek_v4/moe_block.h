@@ -8,7 +8,7 @@
 
 namespace dsa::model::v4 {
 
-// x: f32 [T][hidden] (ffn_norm output); token_ids: i32 [T]. Returns f32 [T][hidden].
+// x: bf16 [T][hidden] (ffn_norm output); token_ids: i32 [T]. Returns bf16 [T][hidden].
 Tensor moe_forward(const LayerWeights& w, const ModelConfig& c, const Tensor& x, const Tensor& token_ids,
                    ops::MoeWorkspace& ws);
 
