@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "dsa/formats/kv_cache_ops.h"
+#include "dsa/model/common/indexer_rows.h"
 #include "dsa/ops/indexer/indexer.h"
 #include "common/op_helpers.h"
 
@@ -139,6 +140,46 @@ TEST(ModelopsIndexerPaged, CudaMatchesCpu) {
                            pr.weights.to(g), pr.positions.to(g), pr.p, got);
       expect_scores(got, want, 1e-4, fmt::format("cuda ratio {} heads {}", ratio, H));
     }
+}
+
+// model::paged_indexer_topk cuts the step's rows into chunks whose scores fit a byte budget; any
+// budget (one row per chunk, a ragged last chunk, all rows at once) gives the same top-k, on the
+// CPU and on CUDA.
+void expect_chunked_topk_equal(Device dev) {
+  Rng rng(21);
+  for (int64_t ratio : {1, 4}) {
+    Problem pr = make(ratio, 8, rng);
+    const int64_t T = pr.q.size(0), k = pr.p.topk;
+    const ops::PagedIndexerKeys keys{pr.cache.to(dev), pr.page, pr.block_table.to(dev), pr.token_req.to(dev)};
+    auto run = [&](int64_t budget) {
+      Tensor local = Tensor::empty({T, k}, DType::I32, dev);
+      local.fill_bytes(0x7F);  // not -1 (poison's bytes): an unwritten index must show
+      model::paged_indexer_topk(pr.q.to(dev), keys, pr.weights.to(dev), pr.positions.to(dev), pr.p, pr.N, local, budget);
+      return local.to(Device::cpu());
+    };
+    const Tensor whole = run(int64_t{1} << 30);
+    bool any_entry = false;
+    for (int64_t i = 0; i < whole.numel(); ++i) any_entry |= whole.data<int32_t>()[i] >= 0;
+    ASSERT_TRUE(any_entry) << "the problem must select entries";
+    for (int64_t rows : {int64_t{1}, int64_t{5}, T - 1}) {
+      const Tensor got = run(rows * pr.N * 4);
+      for (int64_t i = 0; i < whole.numel(); ++i)
+        ASSERT_EQ(got.data<int32_t>()[i], whole.data<int32_t>()[i])
+            << dev.str() << " ratio " << ratio << " rows per chunk " << rows << " element " << i;
+    }
+    Tensor none = Tensor::empty({T, k}, DType::I32, dev);
+    none.fill_bytes(0x7F);
+    model::paged_indexer_topk(pr.q.to(dev), keys, pr.weights.to(dev), pr.positions.to(dev), pr.p, 0, none);
+    const Tensor nh = none.to(Device::cpu());
+    for (int64_t i = 0; i < nh.numel(); ++i) ASSERT_EQ(nh.data<int32_t>()[i], -1) << "N = 0 leaves no entry";
+  }
+}
+
+TEST(ModelopsIndexerPaged, ChunkedRowsEqualOnePass) { expect_chunked_topk_equal(Device::cpu()); }
+
+TEST(ModelopsIndexerPaged, CudaChunkedRowsEqualOnePass) {
+  DSA_REQUIRE_CUDA();
+  expect_chunked_topk_equal(Device::cuda(0));
 }
 
 TEST(ModelopsIndexerPaged, RejectsBadArguments) {

@@ -1,6 +1,7 @@
 #include "dsa/model/deepseek_v4/compressed_kv.h"
 
 #include "dsa/formats/kv_cache_ops.h"
+#include "dsa/model/common/indexer_rows.h"
 #include "dsa/model/deepseek_v4/compressor_state.h"
 #include "dsa/model/deepseek_v4/rope_config.h"
 #include "dsa/ops/compressor/compressor_batch.h"
@@ -65,16 +66,10 @@ Tensor indexer_select(const LayerWeights& w, int layer, const Step& s, const Ten
   const kv::GroupMetadata& g = m.groups.at(static_cast<size_t>(keys_pool.group));
   const ops::IndexerParams ip = ops::IndexerParams::v4(topk, nh, hd, 4);
   Tensor local = Tensor::empty({T, topk}, DType::I32, dev);
-  const int64_t N = m.max_seq_len / 4;  // the most entries any token of the step sees
-  if (N == 0) {
-    local.fill_bytes(0xFF);  // -1: no entry yet
-  } else {
-    // Every token scores its own request's keys straight from the FP8 key cache.
-    Tensor scores = Tensor::empty({T, N}, DType::F32, dev);
-    ops::indexer_scores_paged(q3, {keys_pool.data, keys_pool.page_size, g.block_table, m.token_req}, weights,
-                              m.positions, ip, scores);
-    ops::topk_select(scores, m.positions, ip, local);
-  }
+  // Every token scores its own request's keys straight from the FP8 key cache; N is the most
+  // entries any token of the step sees.
+  paged_indexer_topk(q3, {keys_pool.data, keys_pool.page_size, g.block_table, m.token_req}, weights, m.positions, ip,
+                     m.max_seq_len / 4, local);
   Tensor idx = Tensor::empty({T, topk}, DType::I32, dev);
   ops::topk_to_global_slots({.local = local, .token_req = m.token_req, .blocks = blocks_of(g), .slots = idx});
   return idx;

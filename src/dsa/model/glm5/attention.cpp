@@ -3,6 +3,7 @@
 #include "dsa/core/error.h"
 #include "dsa/core/trace.h"
 #include "dsa/formats/kv_cache_ops.h"
+#include "dsa/model/common/indexer_rows.h"
 #include "dsa/ops/indexer/indexer.h"
 #include "dsa/ops/linear/linear.h"
 #include "dsa/ops/norm/norm.h"
@@ -51,10 +52,8 @@ void run_indexer(const IndexerWeights& w, int layer, const Tensor& x, const Tens
                       .slots = step.slots});
   Tensor local = Tensor::empty({T, cfg.index_topk}, DType::I32, dev);
   const ops::IndexerParams ip = ops::IndexerParams::glm(cfg.index_topk, Hi, D);
-  Tensor scores = Tensor::empty({T, step.max_seq_len}, DType::F32, dev);
-  ops::indexer_scores_paged(qi, {keys.data, keys.page_size, step.blocks.table, step.token_seg}, weights,
-                            step.positions, ip, scores);
-  ops::topk_select(scores, step.positions, ip, local);
+  paged_indexer_topk(qi, {keys.data, keys.page_size, step.blocks.table, step.token_seg}, weights, step.positions, ip,
+                     step.max_seq_len, local);
 
   ops::TopkToSlotsParams tp;
   tp.local = local;
