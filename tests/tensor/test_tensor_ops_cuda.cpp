@@ -138,44 +138,75 @@ TEST(ModelopsTensorOps, CudaAddInto) {
             std::string::npos);
 }
 
+namespace {
+
+// embed_rows of a random [V][D] table for T ids (every 5th id, from t = 2, out of range when
+// `with_bad`), R = 0: 2-d out [T][D], else [T][R][D]. The CUDA out starts `out_elem_offset`
+// elements into a poisoned buffer (an offset of 1 breaks the 16-byte alignment: scalar path),
+// and must equal the CPU reference bit for bit, with zero rows for the bad ids and every element
+// written.
+void embed_case(DType td, DType od, int64_t V, int64_t T, int64_t R, int64_t D, bool with_bad, Rng& rng,
+                int64_t out_elem_offset = 0) {
+  const std::string what = fmt::format("embed_rows table {} out {} T={} R={} D={} offset {}", dtype_name(td),
+                                       dtype_name(od), T, R, D, out_elem_offset);
+  Tensor table = random_act({V, D}, td, rng);
+  Tensor ids = Tensor::empty({T}, DType::I32), good = Tensor::empty({T}, DType::I32);
+  const int32_t bad[] = {-1, static_cast<int32_t>(V), INT_MAX, INT_MIN};
+  std::vector<bool> is_bad(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    is_bad[t] = with_bad && t % 5 == 2;
+    const int32_t id = static_cast<int32_t>(rng.randint(0, V - 1));
+    ids.data<int32_t>()[t] = is_bad[t] ? bad[(t / 5) % 4] : id;
+    good.data<int32_t>()[t] = is_bad[t] ? 0 : id;
+  }
+  const Shape oshape = R == 0 ? Shape{T, D} : Shape{T, R, D};
+  const int64_t row = (R == 0 ? 1 : R) * D;
+  Tensor ref = Tensor::empty(oshape, od);
+  embed_rows(table, good, ref);  // the CPU refuses bad ids: reference rows for id 0, zeroed below
+  for (int64_t t = 0; t < T; ++t)
+    if (is_bad[t]) std::memset(static_cast<char*>(ref.raw()) + t * row * dtype_size(od), 0, row * dtype_size(od));
+  Tensor buf = Tensor::empty({T * row + out_elem_offset + 8}, od, kGpu);
+  poison(buf);
+  Tensor out = Tensor::from_blob(static_cast<char*>(buf.raw()) + out_elem_offset * dtype_size(od), oshape, od, kGpu);
+  embed_rows(table.to(kGpu), ids.to(kGpu), out);
+  expect_bitwise(out, ref, what);
+  EXPECT_EQ(nan_count(out), 0u) << what;
+  EXPECT_EQ(nan_count(buf), static_cast<size_t>(out_elem_offset + 8)) << what << ": written outside out";
+}
+
+}  // namespace
+
 TEST(ModelopsTensorOps, CudaEmbedRowsWithBadIds) {
   DSA_REQUIRE_CUDA();
   Rng rng;
-  const int64_t V = 1000;
   for (DType td : {DType::F32, DType::BF16})
     for (DType od : {DType::F32, DType::BF16})
       for (int64_t T : {1, 37})
-        for (int64_t R : {0, 1, 3}) {  // R = 0: 2-d out [T][D]; else [T][R][D]
-          const int64_t D = T == 1 ? 1 : 777;
-          Tensor table = random_act({V, D}, td, rng);
-          Tensor ids = Tensor::empty({T}, DType::I32), good = Tensor::empty({T}, DType::I32);
-          const int32_t bad[] = {-1, static_cast<int32_t>(V), INT_MAX, INT_MIN};
-          std::vector<bool> is_bad(static_cast<size_t>(T));
-          for (int64_t t = 0; t < T; ++t) {
-            is_bad[t] = T > 1 && t % 5 == 2;
-            const int32_t id = static_cast<int32_t>(rng.randint(0, V - 1));
-            ids.data<int32_t>()[t] = is_bad[t] ? bad[(t / 5) % 4] : id;
-            good.data<int32_t>()[t] = is_bad[t] ? 0 : id;
-          }
-          const Shape oshape = R == 0 ? Shape{T, D} : Shape{T, R, D};
-          Tensor ref = Tensor::empty(oshape, od), out = Tensor::empty(oshape, od, kGpu);
-          poison(out);
-          embed_rows(table, good, ref);  // the CPU refuses bad ids: reference rows for id 0, zeroed below
-          const int64_t row = (R == 0 ? 1 : R) * D;
-          for (int64_t t = 0; t < T; ++t)
-            if (is_bad[t])
-              std::memset(static_cast<char*>(ref.raw()) + t * row * dtype_size(od), 0, row * dtype_size(od));
-          embed_rows(table.to(kGpu), ids.to(kGpu), out);
-          const std::string what =
-              fmt::format("embed_rows table {} out {} T={} R={}", dtype_name(td), dtype_name(od), T, R);
-          expect_bitwise(out, ref, what);
-          EXPECT_EQ(nan_count(out), 0u) << what;
-        }
+        for (int64_t R : {0, 1, 3}) embed_case(td, od, 1000, T, R, T == 1 ? 1 : 777, T > 1, rng);
   EXPECT_NE(error_of([&] {
               embed_rows(Tensor::zeros({4, 2}, DType::F32, kGpu), Tensor::zeros({1}, DType::I32),
                          Tensor::empty({1, 2}, DType::F32, kGpu));
             }).find("different devices"),
             std::string::npos);
+}
+
+// The vectorized path (16-byte aligned table and out, D % 8 == 0: 8 columns per thread) and the
+// scalar one (odd D or a misaligned out), at decode sizes: V4's embedding (bf16 table -> f32
+// [1][4][4096]) and its head-row gather (f32 X rows [hc * d] -> f32), one and a few tokens, plus
+// a token count above the 65535 grid rows (the y-stride loop).
+TEST(ModelopsTensorOps, CudaEmbedRowsDecodeSizes) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  for (auto [td, od] : {std::pair{DType::BF16, DType::F32}, {DType::F32, DType::F32}, {DType::BF16, DType::BF16},
+                        {DType::F32, DType::BF16}})
+    for (int64_t T : {1, 3})
+      for (int64_t R : {0, 1, 4})
+        for (int64_t D : {8, 4096, 4104, 16384, 4099, 1, 15}) {
+          embed_case(td, od, 50, T, R, D, T > 2, rng);
+          if (D % 8 == 0 && T == 1) embed_case(td, od, 50, T, R, D, false, rng, 1);  // misaligned out: scalar
+        }
+  embed_case(DType::F32, DType::F32, 300, 70000, 1, 8, true, rng);
+  embed_case(DType::BF16, DType::F32, 300, 70000, 0, 9, true, rng);
 }
 
 namespace {
@@ -223,9 +254,10 @@ void head_case(int64_t T, int64_t H, int64_t N, int64_t K, int64_t Hxb, int64_t 
   }
 }
 
-// Both CUDA routes: the SIMT kernel (DSA_HEAD_MATMUL=kernel) and the default, where bf16 weights
-// with <= 8 tokens go to the GEMV kernel and bf16 problems of >= 32 tokens with aligned strides
-// to cuBLASLt.
+// The CUDA routes: the SIMT kernel (DSA_HEAD_MATMUL=kernel), the default, where bf16 weights
+// with <= 16 tokens and K % 8 == 0 go to the GEMV kernel and bf16 problems of >= 17 tokens with
+// aligned strides to cuBLASLt, and the GEMV pinned (DSA_HEAD_MATMUL=gemv: a problem it refuses
+// throws, so a case run under it proves that the GEMV kernel produced the result).
 class ScopedRoute {
  public:
   explicit ScopedRoute(bool kernel_only) {
@@ -234,6 +266,7 @@ class ScopedRoute {
     else
       unsetenv("DSA_HEAD_MATMUL");
   }
+  explicit ScopedRoute(const char* force) { setenv("DSA_HEAD_MATMUL", force, 1); }
   ~ScopedRoute() { unsetenv("DSA_HEAD_MATMUL"); }
 };
 
@@ -251,7 +284,7 @@ TEST(ModelopsTensorOps, CudaHeadMatmulMatchesCpu) {
           head_case(3, 5, 70, 33, 5, 33, 0, 5, 70, 0, xd, wd, od, rng);       // odd everything, contiguous
           head_case(1, 2, 1, 1, 4, 3, 1, 3, 2, 1, xd, wd, od, rng);           // T = 1, N = K = 1, views
           head_case(0, 2, 8, 8, 2, 8, 0, 2, 8, 0, xd, wd, od, rng);           // no tokens
-          head_case(17, 3, 64, 64, 3, 64, 0, 3, 64, 0, xd, wd, od, rng);      // T just above the decode tile
+          head_case(17, 3, 64, 64, 3, 64, 0, 3, 64, 0, xd, wd, od, rng);      // T just above the GEMV route
           head_case(131, 4, 129, 97, 6, 100, 2, 5, 131, 1, xd, wd, od, rng);  // prefill tile, all tails
           head_case(40, 3, 64, 32, 4, 48, 8, 3, 80, 8, xd, wd, od, rng);      // aligned views (cuBLASLt if bf16)
           head_case(3, 3, 37, 64, 4, 72, 8, 3, 40, 2, xd, wd, od, rng);       // decode GEMV route if bf16 w: N tail
@@ -294,4 +327,47 @@ TEST(ModelopsTensorOps, CudaHeadMatmulMatchesCpu) {
                           Tensor::empty({1, 2, 3}, DType::F32, kGpu));
             }).find("different devices"),
             std::string::npos);
+}
+
+// The GEMV route pinned (DSA_HEAD_MATMUL=gemv), so each case below must be taken by it: any K %
+// 8 == 0 (no shared-memory limit any more: 4096 and 4104 were refused before), T from 1 to 16,
+// N tails, one and eight heads, x as aligned strided views (vector loads, bf16 and f32) and as
+// misaligned ones (kx0 = 1: scalar loads), out strided into a poisoned buffer. Tolerance as for
+// every head_matmul case: 8e-3 for bf16 out, 1e-5 (1 + sqrt K) for f32 out (the kernel's bound
+// is 2 K 2^-24 sum |x w|, far below).
+TEST(ModelopsTensorOps, CudaHeadMatmulGemvAnyK) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const ScopedRoute route("gemv");
+  const DType B = DType::BF16, F = DType::F32;
+  for (int64_t T : {1, 2, 3, 8, 16})
+    for (int64_t K : {8, 200, 4096, 4104})
+      for (int64_t H : {1, 8}) {
+        const int64_t N = H == 1 ? 70 : 37;
+        SCOPED_TRACE(fmt::format("T={} K={} H={}", T, K, H));
+        for (DType xd : {B, F})
+          for (DType od : {B, F})  // aligned strided x (row starts at multiples of 8 elements)
+            head_case(T, H, N, K, H + 1, K + 8, 8, H + 1, N + 3, 1, xd, B, od, rng);
+        head_case(T, H, N, K, H, K + 1, 1, H, N, 0, B, B, B, rng);  // misaligned x: scalar loads
+        head_case(T, H, N, K, H, K + 1, 1, H, N, 0, F, B, F, rng);
+      }
+  // V4-Flash wo_a: x [T][8][4096] (a reshaped contiguous [T][8 * 4096]), w [8][1024][4096].
+  for (int64_t T : {1, 5, 16}) head_case(T, 8, 1024, 4096, 8, 4096, 0, 8, 1024, 0, B, B, B, rng);
+  // GLM W_UK and W_UV at decode sizes, strided as the model passes them.
+  for (int64_t T : {1, 4, 9}) {
+    head_case(T, 64, 512, 192, 64, 256, 0, 128, 576, 0, B, B, B, rng);
+    head_case(T, 64, 256, 512, 128, 512, 0, 64, 256, 0, B, B, B, rng);
+  }
+  // N = 1 and N = 31..33 around one CTA's 32 rows; a single k-chunk.
+  for (int64_t N : {1, 31, 32, 33}) head_case(2, 3, N, 8, 3, 8, 0, 3, N, 0, B, B, F, rng);
+  // What the route refuses (then the other routes run it: see CudaHeadMatmulMatchesCpu).
+  const auto refused = [&](const Shape& xs, const Shape& ws, DType wd) {
+    Tensor x = Tensor::zeros(xs, B, kGpu), w = Tensor::zeros(ws, wd, kGpu);
+    Tensor o = Tensor::empty({xs[0], ws[0], ws[1]}, B, kGpu);
+    return error_of([&] { head_matmul(x, w, o); }).find("GEMV route does not take") != std::string::npos;
+  };
+  EXPECT_TRUE(refused({17, 2, 64}, {2, 8, 64}, B));   // > 16 tokens
+  EXPECT_TRUE(refused({2, 2, 12}, {2, 8, 12}, B));    // K % 8 != 0
+  EXPECT_TRUE(refused({2, 2, 64}, {2, 8, 64}, F));    // f32 weights
+  EXPECT_FALSE(refused({16, 2, 64}, {2, 8, 64}, B));  // taken
 }

@@ -27,9 +27,10 @@ void same_device(const char* op, const Tensor& a, const Tensor& b) {
 #endif
 
 #ifdef DSA_WITH_CUDA
-// Tokens from which head_matmul takes cuBLASLt: below, the weight read dominates and the SIMT
-// kernel (weight tile reused over 16 tokens) is as good without a plan lookup.
-constexpr int64_t kCublasLtMinTokens = 32;
+// Tokens from which head_matmul takes cuBLASLt: every bf16 problem the GEMV route does not take
+// (T <= 16). The tiled SIMT kernel streams weights at ~0.1-0.4 TB/s, so even a weight-bound
+// cuBLASLt call at 17..31 tokens beats it (V4 wo_a: ~650 us there).
+constexpr int64_t kCublasLtMinTokens = cuda::kHeadMatmulGemvMaxTokens + 1;
 #endif
 
 // Element offset of flat index i (row-major over `shape`) under `strides`.
@@ -175,12 +176,17 @@ void head_matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
     a.w_dtype = w.dtype();
     a.out_dtype = out.dtype();
     cuda_launch::set_device(x.device().index);
-    // Decode-sized problems with bf16 weights stream the weights (GEMV kernel); prefill-sized
-    // bf16 problems go to the tensor cores (cuBLASLt); everything else to the tiled SIMT kernel.
-    // DSA_HEAD_MATMUL=kernel forces the tiled kernel.
+    // Decode-sized problems (T <= 16) with bf16 weights stream the weights (GEMV kernel, any K
+    // % 8 == 0); larger bf16 problems go to the tensor cores (cuBLASLt); everything else (f32
+    // weights, K % 8 != 0, unaligned) to the tiled SIMT kernel.
+    // DSA_HEAD_MATMUL=kernel forces the tiled kernel; DSA_HEAD_MATMUL=gemv makes a problem that
+    // the GEMV route refuses an error (the tests use it to pin that route).
     const char* force = std::getenv("DSA_HEAD_MATMUL");
     const bool kernel_only = force && std::string_view(force) == "kernel";
+    const bool gemv_only = force && std::string_view(force) == "gemv";
     if (!kernel_only && cuda::head_matmul_gemv(a)) return;
+    DSA_CHECK(!gemv_only, "head_matmul: DSA_HEAD_MATMUL=gemv but the GEMV route does not take x {} w {} out {}",
+              x.str(), w.str(), out.str());
     if (T >= kCublasLtMinTokens && !kernel_only && cuda::head_matmul_cublaslt(a)) return;
     cuda::head_matmul(a);
     return;

@@ -43,8 +43,11 @@ struct HeadMatmulArgs {
   DType x_dtype, w_dtype, out_dtype;
 };
 void head_matmul(const HeadMatmulArgs& a);
-// The decode route (T <= 8, bf16 w, K % 8 == 0, 8 * K <= 8192, 16-byte aligned w): a weight-
-// streaming GEMV kernel. Returns false, doing nothing, when the problem does not fit it.
+// The decode route (1 <= T <= kHeadMatmulGemvMaxTokens, bf16 w, K % 8 == 0 — any size —, 16-byte
+// aligned w; x f32|bf16 with any strides, fastest when its rows are 16-byte aligned): a weight-
+// streaming GEMV kernel (head_matmul_gemv.cu). Returns false, doing nothing, when the problem does
+// not fit it.
+constexpr int64_t kHeadMatmulGemvMaxTokens = 16;
 bool head_matmul_gemv(const HeadMatmulArgs& a);
 // The same through one cuBLASLt strided-batched GEMM (head_matmul_cublaslt.cpp; tensor cores).
 // Returns false, doing nothing, when it does not take the problem: not bf16 x and w, T < 2,
