@@ -54,10 +54,14 @@ static void check_layout(const MoeLayout& l, Device d, const char* what) {
             "{}: layout tensors must be on {}", what, d.str());
 }
 
-void build_moe_layout(const Tensor& topk_ids, MoeLayout& l) {
+void validate_moe_layout(const Tensor& topk_ids, const MoeLayout& l) {
   topk_ids.check("build_moe_layout: topk_ids", DType::I32, {l.tokens, l.topk});
   DSA_CHECK(topk_ids.is_contiguous(), "build_moe_layout: topk_ids must be contiguous");
   check_layout(l, topk_ids.device(), "build_moe_layout");
+}
+
+void build_moe_layout(const Tensor& topk_ids, MoeLayout& l) {
+  validate_moe_layout(topk_ids, l);
   if (topk_ids.device().is_cuda()) {
 #ifdef DSA_WITH_CUDA
     cuda::build_moe_layout(topk_ids, l);

@@ -7,9 +7,10 @@
 // the host-side upper bound  round_up(M*k + min(M*k, E)*(a-1), a)  and kernels skip row tiles
 // whose m_indices are -1 (e.g. M=1, k=6, E=256, a=64: 384 rows instead of 32640).
 //
-// Row order inside an expert: the CPU reference orders by (token, slot); the CUDA build uses
-// atomics, so the order inside a segment may differ between runs. Nothing downstream depends
-// on it: every row is computed independently and dst_row maps each (token, slot) to its row.
+// Row order inside an expert: the CPU reference orders by (token, slot), and so does the fused
+// CUDA route + layout of decode sizes (route_and_layout, T <= 32); build_moe_layout on CUDA uses
+// atomics, so there the order inside a segment may differ between runs. Nothing downstream
+// depends on it: every row is computed independently and dst_row maps each (token, slot) to its row.
 #pragma once
 #include <cstdint>
 
@@ -31,6 +32,9 @@ struct MoeLayout {
 
 // Allocates a layout for `tokens` x `topk` on `dev` (alignment must be a positive multiple of 16).
 MoeLayout make_moe_layout(int64_t tokens, int64_t topk, int64_t experts, int64_t alignment, Device dev);
+
+// Checks topk_ids [T][k] i32 contiguous against an allocated layout on its device; throws dsa::Error.
+void validate_moe_layout(const Tensor& topk_ids, const MoeLayout& layout);
 
 // Fills `layout` from topk_ids [T][k] i32 (same device). Expert ids outside [0, E) are dropped.
 void build_moe_layout(const Tensor& topk_ids, MoeLayout& layout);

@@ -2,6 +2,7 @@
 #include "dsa/ops/moe/moe_layer.h"
 
 #include "dsa/core/cuda_memory.h"
+#include "dsa/ops/moe/route_layout.h"
 #include "dsa/ops/tactics/tactic_chooser.h"
 
 namespace dsa::ops {
@@ -35,19 +36,16 @@ void moe_layer(const Tensor& x, const Tensor& token_ids, const MoeLayerWeights& 
   ensure(ws.logits, {T, E}, DType::F32, dev);
   ensure(ws.topk_ids, {T, k}, DType::I32, dev);
   ensure(ws.topk_weights, {T, k}, DType::F32, dev);
-  router_logits(x, w.gate, ws.logits);
-  if (hash)
-    route_hash(ws.logits, token_ids, w.tid2eid, ws.topk_ids, ws.topk_weights, p.router);
-  else
-    route(ws.logits, w.gate_bias, ws.topk_ids, ws.topk_weights, p.router);
-
   MoeLayout& l = ws.layout;
   if (!l.m_indices.defined() || l.tokens != T || l.topk != k || l.experts != E || l.alignment != p.alignment ||
       l.m_indices.device() != dev) {
     cuda_memory::PersistentScope persistent;
     l = make_moe_layout(T, k, E, p.alignment, dev);
   }
-  build_moe_layout(ws.topk_ids, l);
+  router_logits(x, w.gate, ws.logits);
+  // Routing (score or hash) and the expert layout: one launch on CUDA for decode sizes.
+  route_and_layout(ws.logits, w.gate_bias, hash ? token_ids : Tensor(), w.tid2eid, ws.topk_ids, ws.topk_weights,
+                   p.router, l);
 
   ExpertGemmParams gp;
   gp.tactic = p.tactic;

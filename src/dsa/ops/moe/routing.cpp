@@ -91,9 +91,7 @@ void route(const Tensor& logits, const Tensor& bias, Tensor& topk_ids, Tensor& t
   route_cpu(logits, bias, nullptr, nullptr, topk_ids, topk_weights, p);
 }
 
-void route_hash(const Tensor& logits, const Tensor& token_ids, const Tensor& tid2eid, Tensor& topk_ids,
-                Tensor& topk_weights, const RouterParams& p) {
-  validate_route(logits, Tensor(), topk_ids, topk_weights, p);
+void validate_route_hash(const Tensor& logits, const Tensor& token_ids, const Tensor& tid2eid, const RouterParams& p) {
   const int64_t T = logits.size(0);
   token_ids.check("route_hash: token_ids", DType::I32, {T});
   DSA_CHECK(tid2eid.defined() && tid2eid.dim() == 2 && tid2eid.dtype() == DType::I32 && tid2eid.size(1) == p.topk &&
@@ -102,6 +100,13 @@ void route_hash(const Tensor& logits, const Tensor& token_ids, const Tensor& tid
             tid2eid.defined() ? tid2eid.str() : "undefined");
   DSA_CHECK(token_ids.device() == logits.device() && tid2eid.device() == logits.device(),
             "route_hash: token_ids and tid2eid must be on {}", logits.device().str());
+  DSA_CHECK(token_ids.is_contiguous(), "route_hash: token_ids must be contiguous");
+}
+
+void route_hash(const Tensor& logits, const Tensor& token_ids, const Tensor& tid2eid, Tensor& topk_ids,
+                Tensor& topk_weights, const RouterParams& p) {
+  validate_route(logits, Tensor(), topk_ids, topk_weights, p);
+  validate_route_hash(logits, token_ids, tid2eid, p);
   if (logits.device().is_cuda()) {
 #ifdef DSA_WITH_CUDA
     cuda::route(logits, Tensor(), &token_ids, &tid2eid, topk_ids, topk_weights, p);

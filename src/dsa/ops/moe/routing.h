@@ -23,6 +23,9 @@ struct RouterParams {
 void validate_route(const Tensor& logits, const Tensor& bias, const Tensor& topk_ids,
                     const Tensor& topk_weights, const RouterParams& p);
 
+// The extra checks of hash routing: token_ids [T] i32, tid2eid contiguous i32 [V][k], same device.
+void validate_route_hash(const Tensor& logits, const Tensor& token_ids, const Tensor& tid2eid, const RouterParams& p);
+
 // Score-based routing (CPU reference or CUDA, by the tensors' device).
 void route(const Tensor& logits, const Tensor& bias, Tensor& topk_ids, Tensor& topk_weights,
            const RouterParams& p);
