@@ -1,10 +1,13 @@
 // Dense linear layers: CPU references against naive loops; CUDA (kernel and cuBLASLt) against CPU.
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "common/testing.h"
 #include "dsa/core/dtype_conv.h"
 #include "dsa/ops/linear/linear.h"
+#include "dsa/ops/moe/expert_gemm.h"
 #include "moe/moe_util.h"
 
 using namespace dsa;
@@ -97,6 +100,70 @@ TEST(LinearCuda, Fp8BlockKernelMatchesCpu) {
         linear_fp8_block(x.to(Device::cuda()), to_dev(w), got, p);
         ASSERT_EQ(compare_bf16(got.to(Device::cpu()), want, 1e-2, 1e-2 * rms_bf16(want), "fp8 kernel"), 0)
             << "T=" << T << " act_fp8=" << aq << " ue8m0=" << ue;
+      }
+}
+
+// f32 outputs on the CPU: the bf16 result unrounded; cuBLASLt cannot be forced for them.
+TEST(Linear, Fp8BlockF32Out) {
+  Rng rng;
+  const int64_t T = 3, K = 256, N = 136;
+  Fp8BlockWeight w = fp8_weight(N, K, rng);
+  Tensor x = random_bf16({T, K}, rng);
+  Tensor b = Tensor::empty({T, N}, DType::BF16), f = Tensor::empty({T, N}, DType::F32);
+  poison(f);
+  linear_fp8_block(x, w, b);
+  linear_fp8_block(x, w, f);
+  for (int64_t i = 0; i < T * N; ++i) ASSERT_EQ(f32_to_bf16_bits(f.data<float>()[i]), b.data<uint16_t>()[i]) << i;
+  EXPECT_STREQ(linear_fp8_backend_name(LinearFp8Params{}, Device::cpu(), T, N, K, DType::F32), "cpu");
+  LinearFp8Params p;
+  p.act_fp8 = true;
+  p.backend = LinearBackend::CublasLt;
+  EXPECT_THROW(linear_fp8_block(x, w, f, p), Error);
+  Tensor bad = Tensor::empty({T, N}, DType::F16);
+  EXPECT_THROW(linear_fp8_block(x, w, bad), Error);
+}
+
+// Decode-size dense FP8 linears on the kernel (split-K where N alone gives too few CTAs) against
+// the CPU: T in {1, 3, 8, 32, 64}, N in {128, 576, 2112} (2048 + 64: a partial last 128-row scale
+// block), K in {512, 6144, 12288}, fp32 and UE8M0 scales (UE8M0 on K <= 6144, to bound the CPU
+// reference's time), bf16 and f32 outputs, poisoned. The narrow shapes must actually split on this
+// device (the plan the call uses). Bounds: bf16 1e-2 relative + 1e-2 rms; f32 2e-3 relative +
+// 2e-3 rms (the kernel's fp32 sums of exact bf16 products against the CPU's double sums).
+TEST(LinearCuda, Fp8BlockSplitKMatchesCpu) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  const int sm = cuda_devices()[0].sm_count;
+  for (int64_t N : {128, 576, 2112})
+    for (int64_t K : {512, 6144, 12288})
+      for (bool ue : {false, true}) {
+        if (ue && K > 6144) continue;
+        Fp8BlockWeight w = fp8_weight(N, K, rng, ue);
+        Fp8BlockWeight wd = to_dev(w);
+        const ExpertWeights ew{WeightFormat::FP8Block, wd.weight.reshape({1, N, K}),
+                               wd.scale.reshape({1, wd.scale.size(0), wd.scale.size(1)})};
+        for (int64_t T : {1, 3, 8, 32, 64}) {
+          const std::string what = "T=" + std::to_string(T) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                                   " ue8m0=" + std::to_string(ue);
+          const ExpertGemmSplit plan = expert_gemm_planned_split(ew, T, false, ExpertGemmParams{}, d);
+          std::printf("[split-k] %s: %d x %d chunks\n", what.c_str(), plan.splits, plan.chunks);
+          if (sm >= 64 && T <= 8 && N <= 576 && K >= 6144) {
+            EXPECT_GT(plan.splits, 1) << what << ": narrow shape not split";
+          }
+          Tensor x = random_bf16({T, K}, rng);
+          Tensor want = Tensor::empty({T, N}, DType::F32);
+          linear_fp8_block(x, w, want);
+          const Tensor want_b = to_bf16_host(want);
+          const double rms = rms_f32(want);
+          Tensor xd = x.to(d);
+          Tensor gb = Tensor::empty({T, N}, DType::BF16, d), gf = Tensor::empty({T, N}, DType::F32, d);
+          poison(gb);
+          poison(gf);
+          linear_fp8_block(xd, wd, gb);
+          linear_fp8_block(xd, wd, gf);
+          ASSERT_EQ(compare_bf16(gb.to(Device::cpu()), want_b, 1e-2, 1e-2 * rms, what + " bf16"), 0) << what;
+          ASSERT_EQ(compare_f32(gf.to(Device::cpu()), want, 2e-3, 2e-3 * rms, what + " f32"), 0) << what;
+        }
       }
 }
 

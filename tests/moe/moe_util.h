@@ -127,4 +127,29 @@ inline int64_t compare_bf16(const Tensor& got, const Tensor& want, double rtol, 
   return bad;
 }
 
+// The same for host f32 tensors (all rows).
+inline int64_t compare_f32(const Tensor& got, const Tensor& want, double rtol, double atol, const std::string& what) {
+  const int64_t cols = got.size(got.dim() - 1);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const float g = got.data<float>()[i], w = want.data<float>()[i];
+    const bool ok = std::isfinite(g) && std::isfinite(w) && std::fabs(g - w) <= atol + rtol * std::fabs(w);
+    if (!ok && bad++ < 5) ADD_FAILURE() << what << ": row " << i / cols << " col " << i % cols << " got " << g << " want " << w;
+  }
+  return bad;
+}
+
+inline double rms_f32(const Tensor& t) {
+  double s = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) s += static_cast<double>(t.data<float>()[i]) * t.data<float>()[i];
+  return t.numel() ? std::sqrt(s / t.numel()) : 0.0;
+}
+
+// Host bf16 copy of a host f32 tensor (round to nearest even, as the kernels' bf16 outputs).
+inline Tensor to_bf16_host(const Tensor& t) {
+  Tensor o = Tensor::empty(t.shape(), DType::BF16);
+  for (int64_t i = 0; i < t.numel(); ++i) o.data<uint16_t>()[i] = f32_to_bf16_bits(t.data<float>()[i]);
+  return o;
+}
+
 }  // namespace dsa::test

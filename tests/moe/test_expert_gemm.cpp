@@ -2,10 +2,14 @@
 // the tile kernel's tiles and the decode stream kernel's forms; every weight format: MXFP4, FP8
 // block with fp32 or UE8M0 scales, BF16; fused SwiGLU) against the CPU reference on the
 // contiguous layout; the automatic tactic rule.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "common/testing.h"
+#include "dsa/core/cuda_memory.h"
+#include "dsa/core/cuda_stream.h"
+#include "dsa/core/device.h"
 #include "dsa/core/dtype_conv.h"
 #include "dsa/ops/moe/expert_gemm.h"
 #include "dsa/ops/moe/layout.h"
@@ -247,6 +251,95 @@ TEST(ExpertGemm, ValidateRejectsBadShapes) {
   EXPECT_THROW(expert_gemm(a2, Tensor(), m, w, out, p), Error);
 }
 
+// The split-K rule on an H200-sized device (132 SMs): the narrow decode linears of the profile are
+// split into whole-chunk slices, wide ones and grouped calls are not, forced counts are honoured,
+// and every plan covers K exactly once with non-empty slices.
+TEST(ExpertGemm, SplitKRule) {
+  const WeightFormat F = WeightFormat::FP8Block;
+  auto sp = [&](int t, int64_t rows, int64_t N, int64_t K, bool sw = false, int req = -1) {
+    return expert_gemm_split(F, t, rows, N, K, sw, 132, req);
+  };
+  auto is = [](ExpertGemmSplit s, int splits, int chunks) { return s.splits == splits && s.chunks == chunks; };
+  // T = 1, stream kernel (tactic 3: 64 weight rows per CTA)
+  EXPECT_TRUE(is(sp(3, 1, 2048, 6144), 8, 6));     // GLM q_a: 32 CTAs -> 256
+  EXPECT_TRUE(is(sp(3, 1, 576, 6144), 16, 3));     // kv_a: 9 -> 144
+  EXPECT_TRUE(is(sp(3, 1, 128, 6144), 16, 3));     // indexer wk: 2 -> 32
+  EXPECT_TRUE(is(sp(3, 1, 6144, 12288), 3, 32));   // dense MLP down: 96 -> 288
+  EXPECT_TRUE(is(sp(3, 1, 1024, 4096), 16, 2));    // V4 wq_a
+  EXPECT_TRUE(is(sp(3, 8, 2048, 6144), 8, 6));     // T = 8: one row tile still
+  EXPECT_TRUE(is(sp(3, 1, 24576, 6144), 1, 48));   // wide: 384 CTAs, no split
+  EXPECT_TRUE(is(sp(3, 1, 64 * 132, 6144), 1, 48));  // exactly one CTA per SM
+  EXPECT_TRUE(is(sp(6, 1, 2048, 6144), 16, 3));    // tactic 6: 128 weight rows per CTA
+  EXPECT_TRUE(is(sp(5, 1, 576, 6144), 12, 4));     // tactic 5 (stages of 2 chunks): even slices
+  EXPECT_TRUE(is(sp(3, 1, 2048, 512), 2, 2));      // K = 512: slices of >= 2 chunks
+  EXPECT_TRUE(is(sp(3, 1, 2048, 128), 1, 1));      // one chunk: nothing to split
+  // T = 32 / 64, tile kernel (tactic 1: 32 x 128 dense tiles up to 32 rows, 64 x 64 above)
+  EXPECT_TRUE(is(sp(1, 32, 6144, 12288), 6, 16));  // 48 CTAs -> 288
+  EXPECT_TRUE(is(sp(1, 32, 2048, 6144), 12, 4));   // partial traffic cap K / (16 rows) = 12
+  EXPECT_TRUE(is(sp(1, 64, 2048, 6144), 6, 8));
+  EXPECT_TRUE(is(sp(1, 32, 24576, 6144), 1, 48));  // 192 CTAs
+  EXPECT_TRUE(is(sp(1, 32, 2048, 512), 1, 4));     // K = 512 at T = 32: partials would outweigh weights
+  EXPECT_TRUE(is(sp(1, 1000, 512, 6144), 1, 48));  // prefill
+  // SwiGLU: columns are N/2, two weight rows each
+  EXPECT_TRUE(is(sp(3, 1, 4096, 6144, true), 5, 10));  // 64 CTAs
+  // Only FP8 splits automatically; forced counts apply to every format.
+  EXPECT_EQ(expert_gemm_split(WeightFormat::MXFP4, 5, 1, 576, 6144, false, 132).splits, 1);
+  EXPECT_EQ(expert_gemm_split(WeightFormat::BF16, 0, 1, 576, 6144, false, 132).splits, 1);
+  EXPECT_TRUE(is(expert_gemm_split(WeightFormat::BF16, 0, 1, 576, 1024, false, 132, 3), 3, 3));
+  EXPECT_TRUE(is(sp(3, 1, 576, 6144, false, 1), 1, 48));  // never
+  EXPECT_TRUE(is(sp(3, 1, 576, 512, false, 100), 4, 1));  // at most one slice per chunk
+  EXPECT_TRUE(is(sp(3, 1, 576, 1152, false, 4), 3, 3));   // 9 chunks over 4: slices of 3
+  EXPECT_TRUE(is(sp(5, 1, 576, 1024, false, 3), 2, 4));   // KCH = 2: slices of an even count
+  for (int t = 0; t < kExpertGemmTactics; ++t)
+    for (int64_t rows : {1, 3, 8, 17, 32, 33, 64, 200})
+      for (int64_t N : {16, 128, 576, 2112, 6144})
+        for (int64_t K : {128, 512, 1152, 6144, 12288})
+          for (int req : {-1, 2, 7}) {
+            const ExpertGemmSplit s = sp(t, rows, N, K, false, req);
+            const int nk = static_cast<int>(K / 128);
+            ASSERT_GE(s.splits, 1);
+            ASSERT_LE(s.splits, std::max(16, req));
+            ASSERT_GE(static_cast<int64_t>(s.splits) * s.chunks, nk) << t << " " << rows << " " << N << " " << K;
+            ASSERT_LT(static_cast<int64_t>(s.splits - 1) * s.chunks, nk) << t << " " << rows << " " << N << " " << K;
+          }
+  // What a call plans: nothing on the CPU or for grouped calls.
+  Rng rng;
+  ExpertWeights w = random_fp8(1, 576, 6144, rng);
+  EXPECT_EQ(expert_gemm_planned_split(w, 1, false, ExpertGemmParams{}, Device::cpu()).splits, 1);
+  EXPECT_EQ(expert_gemm_planned_split(w, 1, true, ExpertGemmParams{}, Device::cuda()).splits, 1);
+}
+
+// Dense calls write f32 outputs (the same sums as bf16, unrounded); k_splits is checked.
+TEST(ExpertGemm, DenseF32OutAndSplitValidation) {
+  Rng rng;
+  for (int fmt : {0, 1, 2, 3})
+    for (bool sw : {false, true}) {
+      const int64_t T = 3, N = 48, K = 256, cols = sw ? N / 2 : N;
+      ExpertWeights w = random_experts(fmt, 1, N, K, rng);
+      Tensor x = random_bf16({T, K}, rng);
+      ExpertGemmParams p;
+      p.fuse_swiglu = sw;
+      Tensor b = Tensor::empty({T, cols}, DType::BF16), f = Tensor::empty({T, cols}, DType::F32);
+      poison(f);
+      expert_gemm(x, Tensor(), Tensor(), w, b, p);
+      expert_gemm(x, Tensor(), Tensor(), w, f, p);
+      for (int64_t i = 0; i < T * cols; ++i) {
+        ASSERT_EQ(f32_to_bf16_bits(f.data<float>()[i]), b.data<uint16_t>()[i]) << "fmt=" << fmt << " i=" << i;
+      }
+    }
+  ExpertWeights w = random_fp8(2, 16, 128, rng);
+  Tensor a = random_bf16({4, 128}, rng), m = Tensor::zeros({4}, DType::I32);
+  Tensor outf = Tensor::empty({4, 16}, DType::F32), outb = Tensor::empty({4, 16}, DType::BF16);
+  EXPECT_THROW(expert_gemm(a, Tensor(), m, w, outf), Error);  // f32 out is for dense calls
+  ExpertGemmParams p;
+  p.k_splits = 2;
+  EXPECT_THROW(expert_gemm(a, Tensor(), m, w, outb, p), Error);  // split-K is for dense calls
+  p.k_splits = 0;
+  EXPECT_THROW(expert_gemm(a, Tensor(), m, w, outb, p), Error);
+  p.k_splits = 1;
+  EXPECT_NO_THROW(expert_gemm(a, Tensor(), m, w, outb, p));
+}
+
 TEST(ExpertGemmCuda, MatchesCpuAllFormatsTilesAndShapes) {
   DSA_REQUIRE_CUDA();
   Rng rng;
@@ -440,6 +533,110 @@ TEST(ExpertGemmCuda, Fp8HugeKIsAnError) {
   Tensor x = random_bf16({2, K}, rng);
   Tensor got = Tensor::empty({2, N}, DType::BF16, d);
   ExpertGemmParams p;
-  p.tactic = 1;  // 64 x 64 tile: 72 KB of stages + 8 x 1200 x 4 bytes of scales > 99 KB
+  p.tactic = 1;  // 32 x 128 tile: 72 KB of stages + 16 x 1200 x 4 bytes of scales > 99 KB
+  p.k_splits = 1;  // unsplit: the whole K's scale table in one CTA
   EXPECT_THROW(expert_gemm(x.to(d), Tensor(), Tensor(), to_device(w, d), got, p), Error);
+  // Split (automatic: 2 rows give one tile), each CTA holds only its slice's scales.
+  p.k_splits = -1;
+  ASSERT_GT(expert_gemm_planned_split(w, 2, false, p, d).splits, 1);
+  Tensor want = Tensor::empty({2, N}, DType::BF16);
+  expert_gemm(x, Tensor(), Tensor(), w, want);
+  poison(got);
+  expert_gemm(x.to(d), Tensor(), Tensor(), to_device(w, d), got, p);
+  EXPECT_EQ(compare_bf16(got.to(Device::cpu()), want, 1e-2, 1e-2 * rms_bf16(want), "huge K split"), 0);
+}
+
+// Split-K on the GPU against the CPU op, for every format and tactic (forced slice counts, so the
+// split also runs where the automatic rule would not split; 1 = the unsplit kernels, e.g. the
+// 32 x 128 dense FP8 tile of tactic 1 at T <= 32, with f32 out): T = 1 (one row), 7 and 33 (tails of
+// the 8-, 16-, 32- and 64-row tiles), K of 9 chunks (slices of unequal length, the KCH = 2 forms'
+// fallback) and 8, SwiGLU or not, bf16 and f32 out, poisoned outputs. A repeated call gives the
+// same bits (the slices are added in a fixed order). Bounds: bf16 out as the unsplit kernels
+// (1e-2 relative + 1e-2 rms); f32 out 2e-3 relative + 2e-3 rms (fp32 sums of exact products in
+// another order than the CPU's double sums).
+TEST(ExpertGemmCuda, DenseSplitKEveryFormatAndTactic) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  for (int fmt : {0, 1, 2, 3})
+    for (int64_t K : {1152, 1024}) {
+      const int64_t N = 208;
+      ExpertWeights w = random_experts(fmt, 1, N, K, rng);
+      ExpertWeights wd = to_device(w, d);
+      for (int64_t T : {1, 7, 33}) {
+        Tensor x = random_bf16({T, K}, rng), xd = x.to(d);
+        for (bool sw : {false, true}) {
+          const int64_t cols = sw ? N / 2 : N;
+          ExpertGemmParams p;
+          p.fuse_swiglu = sw;
+          p.swiglu_limit = sw ? 10.f : 0.f;
+          Tensor want = Tensor::empty({T, cols}, DType::F32);
+          expert_gemm(x, Tensor(), Tensor(), w, want, p);
+          const Tensor want_b = to_bf16_host(want);
+          const double rms = rms_f32(want);
+          for (int splits : {1, 2, 3, 5})
+            for (int tactic = 0; tactic < kExpertGemmTactics; ++tactic) {
+              p.tactic = tactic;
+              p.k_splits = splits;
+              const std::string what = "fmt=" + std::to_string(fmt) + " K=" + std::to_string(K) + " T=" + std::to_string(T) +
+                                       " swiglu=" + std::to_string(sw) + " splits=" + std::to_string(splits) +
+                                       " tactic=" + std::to_string(tactic);
+              const ExpertGemmSplit plan = expert_gemm_planned_split(wd, T, false, p, d);
+              ASSERT_LE(plan.splits, splits) << what;  // equal whole-chunk slices (KCH = 2: even)
+              ASSERT_EQ(plan.splits > 1, splits > 1) << what;
+              Tensor gb = Tensor::empty({T, cols}, DType::BF16, d), gf = Tensor::empty({T, cols}, DType::F32, d);
+              poison(gb);
+              poison(gf);
+              expert_gemm(xd, Tensor(), Tensor(), wd, gb, p);
+              expert_gemm(xd, Tensor(), Tensor(), wd, gf, p);
+              Tensor hb = gb.to(Device::cpu()), hf = gf.to(Device::cpu());
+              ASSERT_EQ(compare_bf16(hb, want_b, 1e-2, 1e-2 * rms + 1e-6, what + " bf16"), 0) << what;
+              ASSERT_EQ(compare_f32(hf, want, 2e-3, 2e-3 * rms + 1e-6, what + " f32"), 0) << what;
+              if (splits == 3 && tactic % 3 == 0) {  // same bits again
+                Tensor g2 = Tensor::empty({T, cols}, DType::F32, d);
+                poison(g2);
+                expert_gemm(xd, Tensor(), Tensor(), wd, g2, p);
+                Tensor h2 = g2.to(Device::cpu());
+                ASSERT_EQ(std::memcmp(h2.raw(), hf.raw(), hf.nbytes()), 0) << what << ": not deterministic";
+              }
+            }
+        }
+      }
+    }
+}
+
+// The automatic split of narrow dense FP8 calls is taken on this device, matches the CPU, and a
+// warm call allocates nothing and makes the host wait for nothing (graph-capturable).
+TEST(ExpertGemmCuda, DenseAutoSplitIsTakenAndWarmCallsAreQuiet) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  const int sm = cuda_devices()[0].sm_count;
+  for (bool ue : {false, true}) {
+    const int64_t N = 576, K = 6144;  // 9 CTAs of 64 weight rows at T = 1
+    ExpertWeights w = random_fp8(1, N, K, rng, ue);
+    ExpertWeights wd = to_device(w, d);
+    for (int64_t T : {1, 4}) {
+      const ExpertGemmSplit s = expert_gemm_planned_split(wd, T, false, ExpertGemmParams{}, d);
+      if (sm > 9) {
+        EXPECT_GT(s.splits, 1) << "T=" << T << " on " << sm << " SMs";
+      }
+      Tensor x = random_bf16({T, K}, rng), xd = x.to(d);
+      Tensor want = Tensor::empty({T, N}, DType::BF16);
+      expert_gemm(x, Tensor(), Tensor(), w, want);
+      Tensor a = Tensor::empty({T, N}, DType::BF16, d), b = Tensor::empty({T, N}, DType::BF16, d);
+      poison(a);
+      poison(b);
+      expert_gemm(xd, Tensor(), Tensor(), wd, a);  // warm-up: sizes the workspace
+      const auto before = cuda_memory::cache_stats(d.index);
+      const auto waits = cuda_stream::host_waits();
+      expert_gemm(xd, Tensor(), Tensor(), wd, b);
+      const auto after = cuda_memory::cache_stats(d.index);
+      EXPECT_EQ(after.device_allocs + after.reuses, before.device_allocs + before.reuses) << "T=" << T;
+      EXPECT_EQ(cuda_stream::host_waits().total(), waits.total()) << "T=" << T;
+      Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());
+      ASSERT_EQ(compare_bf16(ha, want, 1e-2, 1e-2 * rms_bf16(want), "auto split"), 0) << "T=" << T << " ue8m0=" << ue;
+      ASSERT_EQ(std::memcmp(ha.raw(), hb.raw(), ha.nbytes()), 0) << "T=" << T << ": not deterministic";
+    }
+  }
 }

@@ -107,9 +107,9 @@ static bool use_cublaslt(const LinearFp8Params& p, Device dev) {
   return ok;
 }
 
-const char* linear_fp8_backend_name(const LinearFp8Params& p, Device dev, int64_t T, int64_t N, int64_t K) {
+const char* linear_fp8_backend_name(const LinearFp8Params& p, Device dev, int64_t T, int64_t N, int64_t K, DType out) {
   if (!dev.is_cuda()) return "cpu";
-  return use_cublaslt(p, dev) && cublaslt_fp8_block_has_algo(T, N, K) ? "cublaslt" : "kernel";
+  return out == DType::BF16 && use_cublaslt(p, dev) && cublaslt_fp8_block_has_algo(T, N, K) ? "cublaslt" : "kernel";
 }
 
 void linear_fp8_block(const Tensor& x, const Fp8BlockWeight& w, Tensor& out, const LinearFp8Params& p) {
@@ -117,10 +117,12 @@ void linear_fp8_block(const Tensor& x, const Fp8BlockWeight& w, Tensor& out, con
   ExpertWeights e = as_expert(w);
   const int64_t T = x.size(0), K = x.size(1), N = e.n();
   DSA_CHECK(e.k() == K, "linear_fp8_block: weight K={} != x K={}", e.k(), K);
-  out.check("linear_fp8_block: out", DType::BF16, {T, N});
+  const bool f32 = out.defined() && out.dtype() == DType::F32;
+  out.check("linear_fp8_block: out (bf16 or f32)", f32 ? DType::F32 : DType::BF16, {T, N});
   DSA_CHECK(p.backend != LinearBackend::CublasLt || p.act_fp8,
             "linear_fp8_block: the cuBLASLt backend needs act_fp8 (FP8 x FP8 GEMM)");
-  if (x.device().is_cuda() && use_cublaslt(p, x.device())) {
+  DSA_CHECK(p.backend != LinearBackend::CublasLt || !f32, "linear_fp8_block: the cuBLASLt backend writes bf16 only");
+  if (!f32 && x.device().is_cuda() && use_cublaslt(p, x.device())) {
 #ifdef DSA_WITH_CUDA
     DSA_CHECK(K % 128 == 0, "linear_fp8_block: K={} must be a multiple of 128", K);
     if (cuda::linear_fp8_block_cublaslt(x, w, out)) return;

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <vector>
 
+#include "dsa/core/device.h"
 #include "dsa/core/dtype_conv.h"
 #include "dsa/ops/moe/swiglu.h"
 #ifdef DSA_WITH_CUDA
 #include "dsa/ops/moe/cuda_ops.h"
+#include "dsa/ops/moe/expert_gemm_cuda.h"
 #endif
 
 namespace dsa::ops {
@@ -116,6 +118,68 @@ int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_
   return t;
 }
 
+namespace {
+
+// CTA tile of a tactic, as the launchers build it (cuda/expert_gemm_{mxfp4,fp8,bf16}.cu and
+// cuda/expert_gemm_stream_{mxfp4,fp8}.cu): layout rows, weight rows, 128-k chunks per stage.
+struct CtaTile {
+  int rows, wrows, kch;
+};
+CtaTile cta_tile(WeightFormat f, int t, int64_t rows, bool dense) {
+  if (f == WeightFormat::BF16) return {t == 1 ? 64 : 16, 64, 1};  // no stream form: tiles 0 / 2
+  if (t >= 3) {  // stream kernel: 8 token rows, 64 MW weight rows
+    const bool fp8 = f == WeightFormat::FP8Block;
+    const int mw = (fp8 ? t == 6 : t == 8) ? 2 : 1;
+    const int kch = (fp8 ? (t == 5 || t == 8) : (t == 5 || t == 7)) ? 2 : 1;
+    return {8, 64 * mw, kch};
+  }
+  if (t == 1) {
+    if (f == WeightFormat::MXFP4) return {64, 128, 1};
+    return dense && rows <= 32 ? CtaTile{32, 128, 1} : CtaTile{64, 64, 1};
+  }
+  return {16, 64, 1};
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+ExpertGemmSplit expert_gemm_split(WeightFormat f, int tactic, int64_t rows, int64_t N, int64_t K, bool swiglu,
+                                  int sm_count, int requested) {
+  const int nk = static_cast<int>(K / 128);
+  const ExpertGemmSplit none{1, nk};
+  if (requested == 1 || nk < 2 || rows <= 0 || N <= 0) return none;
+  const CtaTile tl = cta_tile(f, tactic, rows, true);
+  int64_t want;
+  if (requested > 1) {
+    want = std::min<int64_t>(requested, nk);
+  } else {
+    if (f != WeightFormat::FP8Block) return none;
+    const int64_t ncols = swiglu ? N / 2 : N, bn = swiglu ? tl.wrows / 2 : tl.wrows;
+    const int64_t ctas = ceil_div(rows, tl.rows) * ceil_div(ncols, bn);
+    if (ctas >= sm_count) return none;
+    want = ceil_div(2 * static_cast<int64_t>(std::max(sm_count, 1)), ctas);
+    want = std::min<int64_t>({want, nk / 2, 16, K / (16 * rows)});
+    if (want < 2) return none;
+  }
+  int64_t chunks = ceil_div(nk, want);
+  if (tl.kch > 1 && nk % tl.kch == 0 && chunks % tl.kch != 0) chunks += tl.kch - chunks % tl.kch;
+  const int64_t splits = ceil_div(nk, chunks);
+  if (splits < 2) return none;
+  return {static_cast<int>(splits), static_cast<int>(chunks)};
+}
+
+ExpertGemmSplit expert_gemm_planned_split(const ExpertWeights& w, int64_t rows, bool grouped, const ExpertGemmParams& p,
+                                          Device dev) {
+  const ExpertGemmSplit none{1, static_cast<int>(w.k() / 128)};
+  if (!dev.is_cuda() || grouped) return none;
+  const auto& devs = cuda_devices();
+  const int sm = dev.index >= 0 && dev.index < static_cast<int>(devs.size()) ? devs[dev.index].sm_count : 0;
+  if (sm <= 0 && p.k_splits < 2) return none;
+  const int tactic = resolve_expert_gemm_tactic(w.format, p, rows, w.experts(), false);
+  return expert_gemm_split(w.format, tactic, rows, w.n(), w.k(), p.fuse_swiglu, sm, p.k_splits);
+}
+
 void validate_expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices, const ExpertWeights& w,
                           const Tensor& out, const ExpertGemmParams& p) {
   w.validate("expert_gemm: weights");
@@ -128,6 +192,9 @@ void validate_expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m
   DSA_CHECK(p.swiglu_limit >= 0.f, "expert_gemm: swiglu_limit {} must be >= 0", p.swiglu_limit);
   DSA_CHECK(p.tactic >= -1 && p.tactic < kExpertGemmTactics, "expert_gemm: tactic {} outside [-1, {}]", p.tactic,
             kExpertGemmTactics - 1);
+  DSA_CHECK(p.k_splits == -1 || p.k_splits >= 1, "expert_gemm: k_splits {} must be -1 (auto) or >= 1", p.k_splits);
+  DSA_CHECK(p.k_splits <= 1 || !m_indices.defined(), "expert_gemm: k_splits {} needs a dense call (no m_indices)",
+            p.k_splits);
   int64_t rows = a.size(0);
   if (m_indices.defined()) {
     DSA_CHECK(m_indices.dim() == 1 && m_indices.dtype() == DType::I32 && m_indices.is_contiguous(),
@@ -146,7 +213,8 @@ void validate_expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m
   } else {
     DSA_CHECK(a.size(0) >= rows, "expert_gemm: a has {} rows, layout needs {}", a.size(0), rows);
   }
-  out.check("expert_gemm: out", DType::BF16, {rows, p.fuse_swiglu ? N / 2 : N});
+  const DType odt = out.defined() && out.dtype() == DType::F32 && !m_indices.defined() ? DType::F32 : DType::BF16;
+  out.check(m_indices.defined() ? "expert_gemm: out" : "expert_gemm: out (bf16 or f32)", odt, {rows, p.fuse_swiglu ? N / 2 : N});
   DSA_CHECK(out.is_contiguous(), "expert_gemm: out must be contiguous");
   const Device d = a.device();
   DSA_CHECK(w.weight.device() == d && out.device() == d && (!m_indices.defined() || m_indices.device() == d) &&
@@ -159,7 +227,10 @@ void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices,
   validate_expert_gemm(a, a_rows, m_indices, w, out, p);
   if (a.device().is_cuda()) {
 #ifdef DSA_WITH_CUDA
-    cuda::expert_gemm(a, a_rows, m_indices, w, out, p);
+    if (m_indices.defined())
+      cuda::expert_gemm(a, a_rows, m_indices, w, out, p);
+    else
+      cuda::expert_gemm_dense(a, a_rows, w, out, p);  // split-K, bf16 or f32 out
     return;
 #else
     fail("expert_gemm: no CUDA in this build");
@@ -185,9 +256,14 @@ void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices,
       for (int64_t k = 0; k < K; ++k) s += static_cast<double>(arow[k]) * W[n * K + k];
       acc[n] = static_cast<float>(s);
     }
-    uint16_t* o = out.data<uint16_t>() + r * n_out;
-    for (int64_t c = 0; c < n_out; ++c)
-      o[c] = f32_to_bf16_bits(p.fuse_swiglu ? swiglu_value(acc[c], acc[n_out + c], p.swiglu_limit) : acc[c]);
+    const bool f32 = out.dtype() == DType::F32;
+    for (int64_t c = 0; c < n_out; ++c) {
+      const float v = p.fuse_swiglu ? swiglu_value(acc[c], acc[n_out + c], p.swiglu_limit) : acc[c];
+      if (f32)
+        out.data<float>()[r * n_out + c] = v;
+      else
+        out.data<uint16_t>()[r * n_out + c] = f32_to_bf16_bits(v);
+    }
   }
 }
 

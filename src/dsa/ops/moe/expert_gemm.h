@@ -10,12 +10,20 @@
 //   FP8Block: weight [E][N][K] e4m3; scale [E][ceil(N/128)][K/128] f32 or UE8M0 (E8M0/U8).
 //   BF16:     weight [E][N][K] bf16 (unquantized checkpoints, e.g. GLM-5 bf16); no scale (the
 //             scale tensor must be undefined).
-// Activations a: [rows_a][K] bf16; out: [rows][N] bf16, or [rows][N/2] with fuse_swiglu, where
+// Activations a: [rows_a][K] bf16; out: [rows][N] bf16 (dense mode: bf16 or f32), or [rows][N/2]
+// with fuse_swiglu, where
 // rows 0..N/2-1 of W are the gate projection and N/2..N-1 the up projection and the output is
 // silu(min(gate, L)) * clamp(up, -L, L) (L = swiglu_limit; 0 = no clamp), computed from the fp32
 // accumulators. Accumulation is fp32 over exactly dequantized weights (bf16 x bf16 products; BF16
 // weights are used as they are).
 // K must be a multiple of 128 and N a multiple of 8 (16 with fuse_swiglu).
+//
+// Split-K (CUDA, dense mode only): when the output tiles of a call are too few for the device's
+// SMs (narrow FP8 linears at decode), K is cut into slices of whole 128-k chunks (so slices never
+// cut a 128x128 scale block) over extra CTAs, which write fp32 partials to a per-(device, stream)
+// workspace; the last CTA of each output tile adds the slices in slice order (deterministic: the
+// same bits every run, whatever the timing) and writes out. The sums differ from the unsplit
+// kernel only by fp32 summation order. See expert_gemm_split below for the rule.
 #pragma once
 #include <cstdint>
 
@@ -47,7 +55,8 @@ struct ExpertWeights {
 //   3-8: decode stream kernel (weights as the MMA's 16-row operand, 8 token rows per CTA; MXFP4
 //   and FP8; BF16 weights run tactic 2 for 4 and tactic 0 for the others), in forms that differ
 //   in weight rows per warp, pipeline stages and k per stage (cuda/expert_gemm_stream_*.cu);
-//   4 is the k-split form for T = 1.
+//   4 is the k-split form for T = 1. Dense FP8 calls of at most 32 rows run tactic 1 as 32 x 128
+//   tiles (cuda/expert_gemm_fp8.cu).
 constexpr int kExpertGemmTactics = 9;
 
 struct ExpertGemmParams {
@@ -61,7 +70,41 @@ struct ExpertGemmParams {
   // Expected valid rows per expert (tokens * topk / experts) to pick the tile when tactic is -1;
   // 0 = unknown (then rows / experts is used).
   double rows_per_expert_hint = 0;
+  // Split-K slices of dense CUDA calls: -1 auto (expert_gemm_split), 1 never, n > 1 exactly
+  // min(n, K/128) slices (rounded to equal whole-chunk slices). Grouped calls never split (n > 1
+  // with m_indices is an error).
+  int k_splits = -1;
 };
+
+// A split-K plan: `splits` slices of `chunks` 128-k chunks each (the last may be shorter; every
+// slice is non-empty). splits = 1, chunks = K/128: no split.
+struct ExpertGemmSplit {
+  int splits = 1;
+  int chunks = 0;
+};
+
+// The split of a dense call of `rows` rows with `tactic` (resolved) on a device of `sm_count`
+// SMs; `requested` is ExpertGemmParams::k_splits. Automatic rule (FP8 weights only; MXFP4 and
+// BF16 dense calls are not split unless requested):
+//   ctas = output tiles of the tactic's CTA shape (row tiles x column tiles);
+//   no split when ctas >= sm_count (one CTA per SM already: the grid streams at full width);
+//   else splits = ceil(2 sm_count / ctas) (about two CTAs per SM, enough loads in flight to be
+//   HBM-bound; one CTA per SM holds only 2-3 stages of 8-16 KB), capped by
+//     K/256: slices of >= 2 chunks (prologue and partial-write cost per CTA stay small),
+//     16: the reducing CTA reads `splits` partials per output (a short tail),
+//     K/(16 rows): partial traffic (8 bytes per output and split: one fp32 write + read)
+//                  at most half the weight bytes;
+//   and no split when that leaves < 2. The chunks per slice are rounded up to the stage's chunk
+//   count (KCH = 2 stream forms) when K allows; splits = ceil(chunks of K / chunks).
+// Examples (H200, 132 SMs; T=1 tactic 3): N=2048 K=6144 -> 8 x 6 chunks (256 CTAs); N=576 ->
+// 16 x 3 (144); N=6144 K=12288 -> 3 x 32 (288); N=24576 -> none (384 CTAs).
+ExpertGemmSplit expert_gemm_split(WeightFormat f, int tactic, int64_t rows, int64_t N, int64_t K, bool swiglu,
+                                  int sm_count, int requested = -1);
+
+// The split a call makes: expert_gemm_split with the call's resolved tactic and the SM count of
+// `dev`; {1, K/128} on the CPU and for grouped calls.
+ExpertGemmSplit expert_gemm_planned_split(const ExpertWeights& w, int64_t rows, bool grouped, const ExpertGemmParams& p,
+                                          Device dev);
 
 // The tactic a CUDA call runs: p.tactic when given (64-row tiles fall back to tactic 0 on
 // segments not aligned to 64), else the automatic rule by expected rows per expert

@@ -4,8 +4,10 @@
 // What it computes: out[r][n] = sum_k a[src(r)][k] * dequant(W[e(r)])[n][k] (expert_gemm.h),
 // optionally with SwiGLU fused on the fp32 accumulators.
 //
-// Launch shape: grid (ceil(N_tiles), ceil(rows / BM)), 128 threads (4 warps side by side along N),
-// or 256 with KSPLIT = 2 (two warps per weight-row group, each taking half of every chunk's k).
+// Launch shape: grid (ceil(N_tiles), ceil(rows / BM), splits), 128 threads (4 warps side by side
+// along N), or 256 with KSPLIT = 2 (two warps per weight-row group, each taking half of every
+// chunk's k). blockIdx.z is the split-K slice of dense calls (Args::splits; 1 otherwise): the CTA
+// walks only its slice's 128-k chunks and the tile's last CTA adds the slices (splitk_finish).
 // A CTA owns BM rows (one expert: segments are aligned to a multiple of BM) and BN = 4*NTW*8
 // weight rows. blockIdx.x runs over N so that the CTAs of one row tile run together and share
 // the activation tile through L2. Tiles whose expert is -1 (padding beyond the used rows: the
@@ -118,6 +120,83 @@ __device__ __forceinline__ float ue8m0_f32_dev(uint32_t b) {
                     : (b == 0u ? __int_as_float(0x00400000) : __int_as_float(static_cast<int>(b << 23)));
 }
 
+// One output value / an adjacent pair (col even) of row `row`, as bf16 or fp32 (Args::out_f32).
+__device__ __forceinline__ void store_out(const Args& p, int64_t row, int col, float v) {
+  if (p.out_f32)
+    static_cast<float*>(p.out)[row * p.ldo + col] = v;
+  else
+    static_cast<__nv_bfloat16*>(p.out)[row * p.ldo + col] = __float2bfloat16_rn(v);
+}
+__device__ __forceinline__ void store_out2(const Args& p, int64_t row, int col, float v0, float v1) {
+  if (p.out_f32)
+    *reinterpret_cast<float2*>(static_cast<float*>(p.out) + row * p.ldo + col) = make_float2(v0, v1);
+  else
+    *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.out) + row * p.ldo + col) = __floats2bfloat162_rn(v0, v1);
+}
+// silu(min(gate, L)) * clamp(up, -L, L) (L = 0: no clamp), from fp32 sums.
+__device__ __forceinline__ float swiglu_dev(float gt, float up, float limit) {
+  if (limit > 0.f) {
+    gt = fminf(gt, limit);
+    up = fmaxf(fminf(up, limit), -limit);
+  }
+  return gt / (1.f + expf(-gt)) * up;
+}
+
+// ---- split-K (dense calls; Args::splits > 1) ----
+// A CTA's partial sum for layout row `row` and weight row `wr` (SwiGLU: the gate or up row) goes
+// to ws[blockIdx.z][row][wr], past L1 (the reducing CTA runs on another SM).
+__device__ __forceinline__ void splitk_store(const Args& p, int64_t row, int wr, float v) {
+  __stcg(p.ws + (static_cast<int64_t>(blockIdx.z) * p.rows + row) * p.N + wr, v);
+}
+// Fixed-order sum over the splits of ws[s][row][wr] (s = 0, 1, ...), loads issued 4 at a time
+// (scalars: an 8-wide array made ptxas spill the KSPLIT = 2 tile).
+__device__ __forceinline__ float splitk_sum(const Args& p, int64_t row, int wr) {
+  const float* src = p.ws + row * p.N + wr;
+  const int64_t ss = p.rows * p.N;
+  const int S = p.splits;
+  float acc = 0.f;
+  int s = 0;
+  for (; s + 4 <= S; s += 4) {
+    const float v0 = __ldcg(src + s * ss), v1 = __ldcg(src + (s + 1) * ss), v2 = __ldcg(src + (s + 2) * ss),
+                v3 = __ldcg(src + (s + 3) * ss);
+    acc += v0;
+    acc += v1;
+    acc += v2;
+    acc += v3;
+  }
+  for (; s < S; ++s) acc += __ldcg(src + s * ss);
+  return acc;
+}
+// Tail of every split-K CTA, called by all of its threads after they stored their partials
+// (splitk_store). The CTA is counted in counters[tile]; the one that completes the count (the
+// last of the tile's splits to get there, whichever it is) adds the partials of every split in
+// slice order with splitk_sum, so the result is the same bits whatever the timing, and writes
+// the tile's outputs: layout rows [m0, m0 + BR), output columns [c0, c0 + BC) (SwiGLU: column c
+// from gate row c and up row N/2 + c). It then sets the counter back to 0 for the next launch
+// on the stream. Release/acquire: each thread's __threadfence before the barrier and the
+// counting atomic orders its partials before the count; the last CTA fences again and reads
+// with ld.cg (L2, never a stale L1 line).
+template <int NT>
+__device__ __forceinline__ void splitk_finish(const Args& p, int64_t m0, int BR, int c0, int BC) {
+  __threadfence();
+  __syncthreads();
+  const int tile = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
+  int last = 0;
+  if (threadIdx.x == 0) last = atomicAdd(p.counters + tile, 1) == p.splits - 1;
+  if (!__syncthreads_or(last)) return;
+  __threadfence();
+  const int ncols = p.swiglu ? p.N / 2 : p.N;
+  const int nr = static_cast<int>(min(static_cast<int64_t>(BR), p.rows - m0)), nc = min(BC, ncols - c0);
+  for (int i = threadIdx.x; i < nr * nc; i += NT) {
+    const int r = i / nc, col = c0 + (i - r * nc);
+    const int64_t row = m0 + r;
+    float v = splitk_sum(p, row, col);
+    if (p.swiglu) v = swiglu_dev(v, splitk_sum(p, row, p.N / 2 + col), p.limit);
+    store_out(p, row, col, v);
+  }
+  if (threadIdx.x == 0) p.counters[tile] = 0;
+}
+
 // Activation tile: row r holds 16 units of 16 bytes (8 bf16); unit u is stored at u ^ f(u, r) so
 // that the 8 lanes of one 16-byte load phase (rows r, r+1; q = 0..3) hit 8 distinct bank groups.
 __device__ __forceinline__ int a_off(int r, int u) { return r * 256 + ((u ^ (((u >> 3) & 1) | ((r & 1) << 1))) << 4); }
@@ -147,8 +226,9 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
   const int e = p.m_indices ? p.m_indices[m0] : 0;
   if (e < 0 || e >= p.E) return;  // padding tile (or out-of-range expert id): nothing to do
 
-  const int N = p.N, K = p.K, nk = K / 128;
-  const int half_n = N / 2;
+  const int N = p.N, K = p.K, half_n = N / 2;
+  // This CTA's 128-k chunks: [kc0, kc0 + nk) (the whole K unless split).
+  const int kc0 = static_cast<int>(blockIdx.z) * p.split_chunks, nk = min(K / 128 - kc0, p.split_chunks);
   // Weight row of tile-local row r. With SwiGLU, warp w's n-tiles [0, HALF) are gate rows and
   // [HALF, NTW) the matching up rows, so each thread holds gate and up of the same columns.
   auto wrow = [&](int r) -> int {
@@ -173,7 +253,7 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
     int64_t src = row;
     if (ok && p.a_rows) src = p.a_rows[row];
     ok = ok && src >= 0 && src < p.a_nrows;
-    a_src[i] = ok ? A + src * K + u * 8 : nullptr;
+    a_src[i] = ok ? A + src * K + static_cast<int64_t>(kc0) * 128 + u * 8 : nullptr;
     a_dst[i] = a_off(r, u);
   }
   constexpr int kUPerRow = C::kWRow / 16;
@@ -186,7 +266,8 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
   for (int i = 0; i < kWUnits; ++i) {
     const int idx = tid + i * NT, r = idx / kUPerRow, u = idx % kUPerRow;
     const int row = wrow(r);
-    w_src[i] = wrow_ok(r, row) ? p.w + (static_cast<int64_t>(e) * N + row) * wrow_bytes + u * 16 : nullptr;
+    w_src[i] = wrow_ok(r, row) ? p.w + (static_cast<int64_t>(e) * N + row) * wrow_bytes + static_cast<int64_t>(kc0) * C::kWRow + u * 16
+                               : nullptr;
     w_dst[i] = w_off<FMT>(r, u);
   }
   // MXFP4 scales: one 4-byte word (4 UE8M0 of this chunk) per weight row, copied per stage.
@@ -194,7 +275,8 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
   if (FMT == kMxfp4) {
     if (tid < BN) {
       const int row = wrow(tid);
-      if (wrow_ok(tid, row)) s_src = static_cast<const uint8_t*>(p.scale) + (static_cast<int64_t>(e) * N + row) * (K / 32);
+      if (wrow_ok(tid, row))
+        s_src = static_cast<const uint8_t*>(p.scale) + (static_cast<int64_t>(e) * N + row) * (K / 32) + 4 * static_cast<int64_t>(kc0);
     }
   }
 
@@ -227,8 +309,8 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
     cp_async_commit();
   }
 
-  // FP8 block scales of this CTA's n-tiles (8-row groups) for every chunk, read once as fp32
-  // from UE8M0 or fp32 (no per-call conversion pass); published by the loop's first barrier.
+  // FP8 block scales of this CTA's n-tiles (8-row groups) for each of its chunks, read once as
+  // fp32 from UE8M0 or fp32 (no per-call conversion pass); published by the loop's first barrier.
   float* fscl = reinterpret_cast<float*>(smem + C::kSmem);
   if constexpr (FMT == kFp8) {
     const int NB = (N + 127) / 128;
@@ -237,7 +319,7 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
       const int row = wrow(grp * 8);
       float v = 0.f;
       if (wrow_ok(grp * 8, row)) {
-        const int64_t si = (static_cast<int64_t>(e) * NB + row / 128) * nk + kc;
+        const int64_t si = (static_cast<int64_t>(e) * NB + row / 128) * (K / 128) + kc0 + kc;
         v = p.scale_ue8m0 ? ue8m0_f32_dev(static_cast<const uint8_t*>(p.scale)[si]) : static_cast<const float*>(p.scale)[si];
       }
       fscl[i] = v;
@@ -381,13 +463,39 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
           for (int c = 0; c < 4; ++c) red[(mt * NTW + t) * 4 + c] = acc[mt][t][c];
     }
     __syncthreads();
-    if (ks == 1) return;
+    if (ks == 1 && p.splits <= 1) return;  // split-K: the whole CTA reaches splitk_finish
+    if (ks == 0) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int t = 0; t < NTW; ++t)
+        for (int t = 0; t < NTW; ++t)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) acc[mt][t][c] += red[(mt * NTW + t) * 4 + c];
+          for (int c = 0; c < 4; ++c) acc[mt][t][c] += red[(mt * NTW + t) * 4 + c];
+    }
+  }
+
+  if (p.splits > 1) {  // split-K: fp32 partials by weight row, then the tile's last CTA reduces
+    if (ks == 0) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hrow = 0; hrow < 2; ++hrow) {
+          const int64_t row = m0 + mt * 16 + g + hrow * 8;
+          if (row >= p.rows) continue;
+#pragma unroll
+          for (int t = 0; t < NTW; ++t)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              const int r = ng * NTW * 8 + t * 8 + 2 * q + j, wr = wrow(r);
+              if (wrow_ok(r, wr)) splitk_store(p, row, wr, acc[mt][t][2 * hrow + j]);
+            }
+        }
+    }
+    if (p.swiglu)
+      splitk_finish<NT>(p, m0, BM, static_cast<int>(blockIdx.x) * (BN / 2), BN / 2);
+    else
+      splitk_finish<NT>(p, m0, BM, static_cast<int>(blockIdx.x) * BN, BN);
+    return;
   }
 
   // ---- epilogue: fp32 accumulators -> bf16 (optionally SwiGLU), valid rows only ----
@@ -397,14 +505,11 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
     for (int hrow = 0; hrow < 2; ++hrow) {
       const int64_t row = m0 + mt * 16 + g + hrow * 8;
       if (row >= p.rows || (p.m_indices && p.m_indices[row] != e)) continue;
-      __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(p.out) + row * p.ldo;
       if (!p.swiglu) {
 #pragma unroll
         for (int t = 0; t < NTW; ++t) {
           const int col = blockIdx.x * BN + ng * NTW * 8 + t * 8 + 2 * q;
-          if (col < N)
-            *reinterpret_cast<__nv_bfloat162*>(orow + col) =
-                __floats2bfloat162_rn(acc[mt][t][2 * hrow], acc[mt][t][2 * hrow + 1]);
+          if (col < N) store_out2(p, row, col, acc[mt][t][2 * hrow], acc[mt][t][2 * hrow + 1]);
         }
       } else {
 #pragma unroll
@@ -413,25 +518,31 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
           if (col >= half_n) continue;
           float v[2];
 #pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            float gt = acc[mt][t][2 * hrow + j], up = acc[mt][t + HALF][2 * hrow + j];
-            if (p.limit > 0.f) {
-              gt = fminf(gt, p.limit);
-              up = fmaxf(fminf(up, p.limit), -p.limit);
-            }
-            v[j] = gt / (1.f + expf(-gt)) * up;
-          }
-          *reinterpret_cast<__nv_bfloat162*>(orow + col) = __floats2bfloat162_rn(v[0], v[1]);
+          for (int j = 0; j < 2; ++j) v[j] = swiglu_dev(acc[mt][t][2 * hrow + j], acc[mt][t + HALF][2 * hrow + j], p.limit);
+          store_out2(p, row, col, v[0], v[1]);
         }
       }
     }
   }
 }
 
+// Args as the kernels read them: callers that leave the split fields zero (no split-K) get one
+// slice of every chunk.
+inline Args with_split_defaults(const Args& a) {
+  Args b = a;
+  if (b.splits < 1 || b.split_chunks < 1) {
+    b.splits = 1;
+    b.split_chunks = b.K / 128;
+  }
+  return b;
+}
+
 // Host-side launch of one configuration (defined in the format's .cu).
-// Returns false (nothing launched) when the FP8 scale table would not fit in shared memory.
+// Returns false (nothing launched) when the FP8 scale table (BN/8 x the CTA's chunks) would not
+// fit in shared memory, or a split grid has more output tiles than a.num_counters.
 template <int FMT, int BM, int NTW, int STAGES, int KSPLIT = 1>
-bool launch(const Args& a) {
+bool launch(const Args& args) {
+  const Args a = with_split_defaults(args);
   using C = Cfg<FMT, BM, NTW, STAGES, KSPLIT>;
   auto kern = expert_gemm_kernel<FMT, BM, NTW, STAGES, KSPLIT>;
   static const bool attr_set = [&] {  // once per instantiation (single-device assumption)
@@ -439,11 +550,12 @@ bool launch(const Args& a) {
     return true;
   }();
   (void)attr_set;
-  const int smem = C::kSmem + (FMT == kFp8 ? C::BN / 8 * (a.K / 128) * 4 : 0);
+  const int smem = C::kSmem + (FMT == kFp8 ? C::BN / 8 * a.split_chunks * 4 : 0);
   if (smem > kMaxSmem) return false;
   const int ncols = a.swiglu ? a.N / 2 : a.N;
   const int bn_out = a.swiglu ? C::BN / 2 : C::BN;
-  dim3 grid((ncols + bn_out - 1) / bn_out, static_cast<unsigned>((a.rows + BM - 1) / BM));
+  dim3 grid((ncols + bn_out - 1) / bn_out, static_cast<unsigned>((a.rows + BM - 1) / BM), static_cast<unsigned>(a.splits));
+  if (a.splits > 1 && static_cast<int64_t>(grid.x) * grid.y > a.num_counters) return false;
   kern<<<grid, C::kThreads, smem, DSA_CURRENT_STREAM>>>(a);
   return true;
 }

@@ -14,9 +14,12 @@
 // multiply to place sign and magnitude of two values at once (see e2m1x8_bf16), and the UE8M0
 // scale is applied with one bf16x2 multiply when it allows (see the scale comment below).
 //
-// Launch shape: grid (ceil(rows / BT), ceil(N_out / BN_out)), 128 threads (4 warps side by side
-// along N), or 256 with KSPLIT = 2 (two warps per weight row group, each taking half of every
-// chunk's k; for T = 1 where only a few CTAs exist). A CTA owns BT = 8 * NTT layout rows (one
+// Launch shape: grid (ceil(rows / BT), ceil(N_out / BN_out), splits), 128 threads (4 warps side by
+// side along N), or 256 with KSPLIT = 2 (two warps per weight row group, each taking half of every
+// chunk's k; for T = 1 where only a few CTAs exist). blockIdx.z is the split-K slice of dense
+// calls (Args::splits, 1 otherwise; see splitk_finish in expert_gemm_kernel.cuh): narrow dense
+// layers (N = 128..2048 at T = 1..8) get 2-32 CTAs from N alone, far too few to keep 132 SMs'
+// worth of loads in flight, so K is cut into slices of whole 128-k chunks. A CTA owns BT = 8 * NTT layout rows (one
 // expert: segments are aligned to a multiple of 16) and BN = 64 * MW weight rows. Row tiles run
 // fastest (blockIdx.x), so the CTAs of an expert with several row tiles read the same weights at
 // about the same time (L2 hits). Tiles whose expert is -1 (padding) exit at once.
@@ -87,7 +90,9 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const 
   const int e = p.m_indices ? p.m_indices[m0] : 0;
   if (e < 0 || e >= p.E) return;  // padding tile (or out-of-range expert id)
 
-  const int N = p.N, K = p.K, nk = K / 128, nst = nk / KCH, half_n = N / 2;
+  const int N = p.N, K = p.K, half_n = N / 2;
+  // This CTA's 128-k chunks: [kc0, kc0 + nk) (the whole K unless split; a multiple of KCH).
+  const int kc0 = static_cast<int>(blockIdx.z) * p.split_chunks, nk = min(K / 128 - kc0, p.split_chunks), nst = nk / KCH;
   const int nbase = static_cast<int>(blockIdx.y) * BN;  // first weight row (no SwiGLU)
   const int cbase = static_cast<int>(blockIdx.y) * (BN / 2);  // first output column (SwiGLU)
   auto out_col = [&](int r) { return cbase + (r >> 4) * 8 + (r & 7); };
@@ -117,7 +122,7 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const 
     int64_t src = row;
     if (mine && p.a_rows) src = p.a_rows[row];
     const bool ok = mine && src >= 0 && src < p.a_nrows;
-    a_src[i] = reinterpret_cast<const uint8_t*>(ok ? A + src * K + ua * 8 : A);
+    a_src[i] = reinterpret_cast<const uint8_t*>(ok ? A + src * K + static_cast<int64_t>(kc0) * 128 + ua * 8 : A);
     a_step[i] = ok ? 256u * KCH : 0u;
     a_sz[i] = ok ? 16 : 0;
     a_dst[i] = mine ? (ua >> 4) * C::kASub + a_off(r, ua & 15) : -1;
@@ -133,14 +138,15 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const 
   for (int i = 0; i < kWUnits; ++i) {
     const int idx = tid + i * NT, r = idx / (kUPerRow * KCH), uw = idx % (kUPerRow * KCH);
     const bool ok = wrow_ok(r);
-    w_src[i] = ok ? p.w + (static_cast<int64_t>(e) * N + wrow(r)) * wrow_bytes + uw * 16 : p.w;
+    w_src[i] = ok ? p.w + (static_cast<int64_t>(e) * N + wrow(r)) * wrow_bytes + static_cast<int64_t>(kc0) * C::kWRow + uw * 16 : p.w;
     w_step[i] = ok ? C::kWRow * KCH : 0u;
     w_sz[i] = ok ? 16 : 0;
     w_dst[i] = C::kABytes + (uw / kUPerRow) * C::kWSub + w_off<FMT>(r, uw % kUPerRow);
   }
   // MXFP4: per chunk one 4-byte word (4 UE8M0) per weight row.
   const bool s_ok = FMT == kMxfp4 && tid < BN && wrow_ok(tid);
-  const uint8_t* s_src = s_ok ? static_cast<const uint8_t*>(p.scale) + (static_cast<int64_t>(e) * N + wrow(tid)) * (K / 32) : p.w;
+  const uint8_t* s_src =
+      s_ok ? static_cast<const uint8_t*>(p.scale) + (static_cast<int64_t>(e) * N + wrow(tid)) * (K / 32) + 4 * static_cast<int64_t>(kc0) : p.w;
   const uint32_t s_step = s_ok ? 4u * KCH : 0u;
   const int s_sz = s_ok ? 4 : 0;
 
@@ -166,7 +172,7 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const 
     cp_async_commit();
   }
 
-  // FP8 block scales of this CTA's 8-row groups for every chunk, as fp32 (read once; the loads
+  // FP8 block scales of this CTA's 8-row groups for each of its chunks, as fp32 (read once; the loads
   // overlap the prologue's copies; the first __syncthreads of the loop publishes them).
   float* fscl = reinterpret_cast<float*>(smem + C::kPipe);
   if constexpr (FMT == kFp8) {
@@ -175,7 +181,7 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const 
       const int grp = i / nk, kc = i - grp * nk;
       float v = 0.f;
       if (wrow_ok(grp * 8)) {
-        const int64_t si = (static_cast<int64_t>(e) * NB + wrow(grp * 8) / 128) * nk + kc;
+        const int64_t si = (static_cast<int64_t>(e) * NB + wrow(grp * 8) / 128) * (K / 128) + kc0 + kc;
         v = p.scale_ue8m0 ? ue8m0_f32_dev(static_cast<const uint8_t*>(p.scale)[si]) : static_cast<const float*>(p.scale)[si];
       }
       fscl[i] = v;
@@ -211,7 +217,7 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const 
     st_read = st_read + 1 == STAGES ? 0 : st_read + 1;
 #pragma unroll
    for (int sub = 0; sub < KCH; ++sub) {
-    const int kc = kst * KCH + sub;  // 128-k chunk index (FP8 scale table column)
+    const int kc = kst * KCH + sub;  // the CTA's 128-k chunk index (FP8 scale table column)
     (void)kc;
     const uint8_t* As = stage + sub * C::kASub;
     const uint8_t* Ws = stage + C::kABytes + sub * C::kWSub;
@@ -375,13 +381,39 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const 
           for (int c = 0; c < 4; ++c) red[(mt * NTT + nt) * 4 + c] = acc[mt][nt][c];
     }
     __syncthreads();
-    if (ks == 1) return;
+    if (ks == 1 && p.splits <= 1) return;  // split-K: the whole CTA reaches splitk_finish
+    if (ks == 0) {
 #pragma unroll
-    for (int mt = 0; mt < MW; ++mt)
+      for (int mt = 0; mt < MW; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NTT; ++nt)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) acc[mt][nt][c] += red[(mt * NTT + nt) * 4 + c];
+    }
+  }
+
+  if (p.splits > 1) {  // split-K: fp32 partials by weight row, then the tile's last CTA reduces
+    if (ks == 0) {
 #pragma unroll
       for (int nt = 0; nt < NTT; ++nt)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) acc[mt][nt][c] += red[(mt * NTT + nt) * 4 + c];
+        for (int j = 0; j < 2; ++j) {
+          const int64_t row = m0 + nt * 8 + 2 * q + j;
+          if (row >= p.rows) continue;
+#pragma unroll
+          for (int mt = 0; mt < MW; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = (wn * MW + mt) * 16 + g + 8 * h;
+              if (wrow_ok(r)) splitk_store(p, row, wrow(r), acc[mt][nt][2 * h + j]);
+            }
+        }
+    }
+    if (p.swiglu)
+      splitk_finish<NT>(p, m0, BT, cbase, BN / 2);
+    else
+      splitk_finish<NT>(p, m0, BT, nbase, BN);
+    return;
   }
 
   // ---- epilogue: accumulator (weight row, token) -> out[token][column], valid rows only ----
@@ -391,34 +423,31 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const 
     for (int j = 0; j < 2; ++j) {
       const int64_t row = m0 + nt * 8 + 2 * q + j;
       if (row >= p.rows || (p.m_indices && p.m_indices[row] != e)) continue;
-      __nv_bfloat16* orow = static_cast<__nv_bfloat16*>(p.out) + row * p.ldo;
 #pragma unroll
       for (int mt = 0; mt < MW; ++mt) {
         const int r0 = (wn * MW + mt) * 16 + g;
         if (!p.swiglu) {
-          if (nbase + r0 < N) orow[nbase + r0] = __float2bfloat16_rn(acc[mt][nt][j]);
-          if (nbase + r0 + 8 < N) orow[nbase + r0 + 8] = __float2bfloat16_rn(acc[mt][nt][2 + j]);
+          if (nbase + r0 < N) store_out(p, row, nbase + r0, acc[mt][nt][j]);
+          if (nbase + r0 + 8 < N) store_out(p, row, nbase + r0 + 8, acc[mt][nt][2 + j]);
         } else {
           const int col = out_col(r0);
           if (col >= half_n) continue;
-          float gt = acc[mt][nt][j], up = acc[mt][nt][2 + j];
-          if (p.limit > 0.f) {
-            gt = fminf(gt, p.limit);
-            up = fmaxf(fminf(up, p.limit), -p.limit);
-          }
-          orow[col] = __float2bfloat16_rn(gt / (1.f + expf(-gt)) * up);
+          store_out(p, row, col, swiglu_dev(acc[mt][nt][j], acc[mt][nt][2 + j], p.limit));
         }
       }
     }
 }
 
 // Host-side launch of one configuration (defined in the format's .cu).
-// Returns false (nothing launched) when the FP8 scale table would not fit in shared memory.
-// KCH > 1 needs K % (128 KCH) == 0; other K run the KCH = 1 form with the same shared memory.
+// Returns false (nothing launched) when the FP8 scale table (BN/8 x the CTA's chunks) would not
+// fit in shared memory, or a split grid has more output tiles than a.num_counters.
+// KCH > 1 needs K % (128 KCH) == 0 and split slices of a multiple of KCH chunks; other shapes
+// run the KCH = 1 form with the same shared memory.
 template <int FMT, int MW, int NTT, int STAGES, int KSPLIT = 1, int KCH = 1>
-bool launch_stream(const Args& a) {
+bool launch_stream(const Args& args) {
+  const Args a = with_split_defaults(args);
   if constexpr (KCH > 1) {
-    if (a.K % (128 * KCH) != 0) return launch_stream<FMT, MW, NTT, STAGES * KCH, KSPLIT, 1>(a);
+    if (a.K % (128 * KCH) != 0 || a.split_chunks % KCH != 0) return launch_stream<FMT, MW, NTT, STAGES * KCH, KSPLIT, 1>(a);
   }
   using C = StreamCfg<FMT, MW, NTT, STAGES, KSPLIT, KCH>;
   auto kern = expert_gemm_stream_kernel<FMT, MW, NTT, STAGES, KSPLIT, KCH>;
@@ -427,11 +456,12 @@ bool launch_stream(const Args& a) {
     return true;
   }();
   (void)attr_set;
-  const int smem = C::kPipe + (FMT == kFp8 ? C::BN / 8 * (a.K / 128) * 4 : 0);
+  const int smem = C::kPipe + (FMT == kFp8 ? C::BN / 8 * a.split_chunks * 4 : 0);
   if (smem > kMaxSmem) return false;
   const int ncols = a.swiglu ? a.N / 2 : a.N;
   const int bn_out = a.swiglu ? C::BN / 2 : C::BN;
-  dim3 grid(static_cast<unsigned>((a.rows + C::BT - 1) / C::BT), (ncols + bn_out - 1) / bn_out);
+  dim3 grid(static_cast<unsigned>((a.rows + C::BT - 1) / C::BT), (ncols + bn_out - 1) / bn_out, static_cast<unsigned>(a.splits));
+  if (a.splits > 1 && static_cast<int64_t>(grid.x) * grid.y > a.num_counters) return false;
   kern<<<grid, C::kThreads, smem, DSA_CURRENT_STREAM>>>(a);
   return true;
 }

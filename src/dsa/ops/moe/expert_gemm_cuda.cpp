@@ -1,0 +1,107 @@
+// Dense expert GEMM on CUDA: arguments, the split-K plan and its workspace, launch.
+#include "dsa/ops/moe/expert_gemm_cuda.h"
+
+#ifdef DSA_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_memory.h"
+#include "dsa/core/cuda_stream.h"
+#include "dsa/ops/moe/cuda/expert_gemm_args.h"
+
+namespace dsa::ops::cuda {
+
+namespace {
+
+// Split-K workspace of one (device, stream): fp32 partials [splits][rows][N] and one counter per
+// output tile. Kernels on one stream run in order, so one buffer per stream is never used by two
+// launches at once. Grow-only, allocated outside the step arena (PersistentScope): after the
+// first calls of each shape (warm-up) a call allocates nothing, makes no host wait and enqueues
+// nothing but its kernel, so it can be captured into a CUDA graph. The counters are zeroed once
+// when allocated (cudaMemsetAsync on the stream, ordered before the first use) and every launch
+// leaves them at zero. Buffers outgrown are kept, not freed, so a graph captured earlier never
+// points at memory that was handed to someone else; the map itself is never destroyed (no CUDA
+// frees during process exit).
+struct SplitWorkspace {
+  Tensor ws, counters;
+  std::vector<Tensor> retired;
+};
+
+SplitWorkspace& split_workspace(Device dev, int64_t floats, int64_t tiles) {
+  static std::mutex mu;
+  static auto* spaces = new std::map<std::pair<int, void*>, SplitWorkspace>();
+  std::lock_guard<std::mutex> lock(mu);
+  SplitWorkspace& w = (*spaces)[{dev.index, cuda_stream::current()}];
+  cuda_memory::PersistentScope persistent;
+  if (!w.ws.defined() || w.ws.numel() < floats) {
+    const int64_t n = std::max<int64_t>({floats, w.ws.defined() ? 2 * w.ws.numel() : 0, int64_t{1} << 20});
+    if (w.ws.defined()) w.retired.push_back(w.ws);
+    w.ws = Tensor::empty({n}, DType::F32, dev);
+  }
+  if (!w.counters.defined() || w.counters.numel() < tiles) {
+    const int64_t n = std::max<int64_t>({tiles, w.counters.defined() ? 2 * w.counters.numel() : 0, 1024});
+    if (w.counters.defined()) w.retired.push_back(w.counters);
+    w.counters = Tensor::empty({n}, DType::I32, dev);
+    cuda_memory::memset(w.counters.raw(), 0, w.counters.nbytes());
+  }
+  return w;
+}
+
+}  // namespace
+
+void expert_gemm_dense(const Tensor& a, const Tensor& a_rows, const ExpertWeights& w, Tensor& out,
+                       const ExpertGemmParams& p) {
+  egemm::Args args{};
+  args.a = a.raw();
+  args.a_nrows = a.size(0);
+  args.a_rows = a_rows.defined() ? a_rows.data<int32_t>() : nullptr;
+  args.m_indices = nullptr;
+  args.rows = out.size(0);
+  args.w = static_cast<const uint8_t*>(w.weight.raw());
+  args.scale = w.scale.defined() ? w.scale.raw() : nullptr;
+  // UE8M0 block scales are read as bytes by the kernels (exact powers of two): no conversion.
+  args.scale_ue8m0 = w.format == WeightFormat::FP8Block && w.scale.dtype() != DType::F32 ? 1 : 0;
+  args.E = static_cast<int>(w.experts());
+  args.N = static_cast<int>(w.n());
+  args.K = static_cast<int>(w.k());
+  args.out = out.raw();
+  args.ldo = static_cast<int>(out.size(1));
+  args.swiglu = p.fuse_swiglu ? 1 : 0;
+  args.limit = p.swiglu_limit;
+  args.out_f32 = out.dtype() == DType::F32 ? 1 : 0;
+  if (args.rows == 0) return;
+  DSA_CHECK(args.rows / 16 < 65535, "expert_gemm (CUDA): {} rows exceed the grid limit", args.rows);
+
+  const int tactic = resolve_expert_gemm_tactic(w.format, p, args.rows, args.E, false);
+  const ExpertGemmSplit sp = expert_gemm_planned_split(w, args.rows, false, p, a.device());
+  args.splits = sp.splits;
+  args.split_chunks = sp.chunks;
+  if (sp.splits > 1) {
+    // Tiles: at most one per 8 rows and 64 weight rows (the smallest CTA of any tactic; SwiGLU:
+    // 32 output columns from 64 weight rows); the launcher refuses a grid with more.
+    const int64_t tiles = (args.rows + 7) / 8 * ((args.N + 63) / 64);
+    SplitWorkspace& ws = split_workspace(a.device(), static_cast<int64_t>(sp.splits) * args.rows * args.N, tiles);
+    args.ws = ws.ws.data<float>();
+    args.counters = ws.counters.data<int32_t>();
+    args.num_counters = static_cast<int>(ws.counters.numel());
+  }
+  bool launched = false;
+  if (w.format == WeightFormat::MXFP4)
+    launched = egemm::launch_mxfp4(args, tactic);
+  else if (w.format == WeightFormat::BF16)
+    launched = egemm::launch_bf16(args, tactic);
+  else
+    launched = egemm::launch_fp8(args, tactic);
+  DSA_CHECK(launched, "expert_gemm (CUDA): K={} ({} 128-k chunks per CTA) too large for the FP8 scale table in shared "
+            "memory (tactic {})", args.K, sp.chunks, tactic);
+  DSA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsa::ops::cuda
+#endif
