@@ -213,3 +213,116 @@ TEST(ModelopsMhc, CudaPostMatchesCpu) {
     expect_close(Xd, ref, tol, tol, "mhc_post in place");
   }
 }
+
+// ---- split-K mix, register Sinkhorn, fused pre + RMSNorm ---------------------------------------
+
+namespace {
+MhcParams params_hc(int hc) {
+  MhcParams p;
+  p.hc_mult = hc;
+  return p;
+}
+}  // namespace
+
+TEST(ModelopsMhc, PreNormCpuIsPreThenRmsNorm) {
+  Rng rng(3);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const int64_t T = 3, d = 37;
+    Tensor X = random_act({T, 4, d}, dt, rng);
+    Tensor fn = random_f32({24, 4 * d}, rng, 0.1f), base = random_f32({24}, rng, 0.5f), scale = random_f32({3}, rng);
+    Tensor w = random_act({d}, dt, rng);
+    const NormParams np{1e-6f};
+    PreOut a(T, d, 4, dt), b(T, d, 4, dt);
+    Tensor yn_a = Tensor::empty({T, d}, DType::F32), yn_b = Tensor::empty({T, d}, DType::F32);
+    poison(yn_a), poison(yn_b);
+    mhc_pre(X, fn, base, scale, MhcParams{}, a.mix, a.y, a.post, a.comb);
+    rms_norm(a.y, w, yn_a, np);
+    mhc_pre_norm(X, fn, base, scale, MhcParams{}, w, np, b.mix, b.y, yn_b, b.post, b.comb);
+    EXPECT_EQ(values(b.y), values(a.y));
+    EXPECT_EQ(values(yn_b), values(yn_a));
+    EXPECT_EQ(values(b.comb), values(a.comb));
+    // y undefined: rounded to yn's dtype, not stored
+    Tensor yn_c = Tensor::empty({T, d}, DType::F32);
+    PreOut c(T, d, 4, dt);
+    mhc_pre_norm(X, fn, base, scale, MhcParams{}, w, np, c.mix, Tensor(), yn_c, c.post, c.comb);
+    if (dt == DType::F32) EXPECT_EQ(values(yn_c), values(yn_a));
+  }
+}
+
+TEST(ModelopsMhc, CudaSplitKAndSinkhornMatchCpu) {
+  DSA_REQUIRE_CUDA();
+  Rng rng(21);
+  Device g = Device::cuda();
+  // T = 1 and 3 split the 24 dots over many slices; 32 does not; hc = 2 and 8 take other
+  // register-Sinkhorn instantiations; d = 1027 has a ragged last slice.
+  for (auto [T, d, hc, dt] : {std::tuple{1L, 4096L, 4, DType::F32}, std::tuple{3L, 1027L, 4, DType::BF16},
+                              std::tuple{32L, 4096L, 4, DType::F32}, std::tuple{1L, 7168L, 4, DType::F32},
+                              std::tuple{1L, 513L, 2, DType::F32}, std::tuple{3L, 300L, 8, DType::BF16}}) {
+    MhcParams p = params_hc(hc);
+    const int nm = (2 + hc) * hc;
+    Tensor X = random_act({T, hc, d}, dt, rng);
+    Tensor fn = random_f32({nm, hc * d}, rng, 0.02f), base = random_f32({nm}, rng, 0.5f);
+    Tensor scale = random_f32({3}, rng, 1.f);
+    PreOut ref(T, d, hc, dt);
+    mhc_pre_cpu(X, fn, base, scale, p, ref.mix, ref.y, ref.post, ref.comb);
+    PreOut out(T, d, hc, dt, g);
+    mhc_pre(X.to(g), fn.to(g), base.to(g), scale.to(g), p, out.mix, out.y, out.post, out.comb);
+    std::string what = fmt::format("mhc_pre T={} d={} hc={} {}", T, d, hc, dtype_name(dt));
+    expect_close(out.mix, ref.mix, 1e-4, 1e-4, what + " mix");
+    expect_close(out.post, ref.post, 1e-5, 1e-4, what + " post");
+    expect_close(out.comb, ref.comb, 1e-5, 1e-3, what + " comb");
+    const double ytol = dt == DType::BF16 ? 8e-3 : 1e-4;
+    expect_close(out.y, ref.y, ytol, ytol, what + " y");
+  }
+}
+
+TEST(ModelopsMhc, CudaPreNormAndHeadNormMatchCpuSequence) {
+  DSA_REQUIRE_CUDA();
+  Rng rng(22);
+  Device g = Device::cuda();
+  // d = 8200 exceeds the fused row (8192): the two-op fallback.
+  for (auto [T, d, dt, ydt] : {std::tuple{1L, 4096L, DType::F32, DType::F32}, std::tuple{3L, 4096L, DType::F32, DType::BF16},
+                               std::tuple{32L, 1027L, DType::BF16, DType::F32}, std::tuple{1L, 7168L, DType::BF16, DType::BF16},
+                               std::tuple{3L, 5L, DType::F32, DType::F32}, std::tuple{1L, 8200L, DType::F32, DType::F32}}) {
+    MhcParams p;
+    const NormParams np{1e-6f};
+    Tensor X = random_act({T, 4, d}, dt, rng);
+    Tensor fn = random_f32({24, 4 * d}, rng, 0.02f), base = random_f32({24}, rng, 0.5f);
+    Tensor scale = random_f32({3}, rng, 1.f), w = random_act({d}, ydt, rng);
+    // reference: the two CPU ops in sequence
+    PreOut ref(T, d, 4, ydt);
+    Tensor ref_yn = Tensor::empty({T, d}, ydt);
+    mhc_pre_cpu(X, fn, base, scale, p, ref.mix, ref.y, ref.post, ref.comb);
+    rms_norm_cpu(ref.y, w, ref_yn, np);
+    PreOut out(T, d, 4, ydt, g);
+    Tensor yn = Tensor::empty({T, d}, ydt, g);
+    poison(yn);
+    Tensor Xd = X.to(g), fnd = fn.to(g), based = base.to(g), scd = scale.to(g), wd = w.to(g);
+    mhc_pre_norm(Xd, fnd, based, scd, p, wd, np, out.mix, out.y, yn, out.post, out.comb);
+    std::string what = fmt::format("mhc_pre_norm T={} d={} x={} y={}", T, d, dtype_name(dt), dtype_name(ydt));
+    const double ytol = ydt == DType::BF16 ? 8e-3 : 1e-4;
+    expect_close(out.mix, ref.mix, 1e-4, 1e-4, what + " mix");
+    expect_close(out.post, ref.post, 1e-5, 1e-4, what + " post");
+    expect_close(out.comb, ref.comb, 1e-5, 1e-3, what + " comb");
+    expect_close(out.y, ref.y, ytol, ytol, what + " y");
+    expect_close(yn, ref_yn, 2 * ytol, 2 * ytol, what + " yn");  // y's rounding may flip, then the norm's
+    // y undefined (not stored)
+    Tensor yn2 = Tensor::empty({T, d}, ydt, g);
+    poison(yn2);
+    PreOut out2(T, d, 4, ydt, g);
+    mhc_pre_norm(Xd, fnd, based, scd, p, wd, np, out2.mix, Tensor(), yn2, out2.post, out2.comb);
+    expect_close(yn2, ref_yn, 2 * ytol, 2 * ytol, what + " yn (no y)");
+    // head + final norm, unweighted and weighted, in place of nothing
+    Tensor hfn = random_f32({4, 4 * d}, rng, 0.02f), hbase = random_f32({4}, rng), hscale = random_f32({1}, rng);
+    Tensor hmix = Tensor::empty({T, 4}, DType::F32), hy = Tensor::empty({T, d}, ydt), hyn = Tensor::empty({T, d}, ydt);
+    mhc_head_cpu(X, hfn, hbase, hscale, p, hmix, hy);
+    rms_norm_cpu(hy, w, hyn, np);
+    Tensor dmix = Tensor::empty({T, 4}, DType::F32, g), dy = Tensor::empty({T, d}, ydt, g);
+    Tensor dyn = Tensor::empty({T, d}, ydt, g);
+    poison(dmix), poison(dy), poison(dyn);
+    mhc_head_norm(Xd, hfn.to(g), hbase.to(g), hscale.to(g), p, wd, np, dmix, dy, dyn);
+    expect_close(dmix, hmix, 1e-4, 1e-4, what + " head mix");
+    expect_close(dy, hy, ytol, ytol, what + " head y");
+    expect_close(dyn, hyn, 2 * ytol, 2 * ytol, what + " head yn");
+  }
+}

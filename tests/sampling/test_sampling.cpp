@@ -125,5 +125,61 @@ TEST(Sampling, CudaMatchesReference) {
   EXPECT_EQ(exact + near_ties + fallbacks, N);
 }
 
+
+// The split sampler (per-chunk partials + a finishing CTA) on the paths it finishes itself:
+// greedy (ties across chunk borders: lowest id), invalid rows (NaN / +inf in the last chunk, all
+// -inf), whole-vocabulary sampling (no cuts: the Gumbel winner from the partials) and the
+// top_k / top_p rows that continue on the finishing CTA, at 1, 3 and 32 rows and vocabularies
+// that are not multiples of 4 (unaligned rows: scalar loads) or of the 2048-id chunk. Greedy and
+// invalid rows must match the reference exactly; sampled rows exactly but for float near-ties of
+// the two best Gumbel keys (key_gap < 1e-5).
+TEST(Sampling, CudaSplitRowsMatchReference) {
+  DSA_REQUIRE_CUDA();
+  test::Rng rng(17);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t V : {1L, 3L, 2049L, 4096L, 129280L, 129281L, 154880L})
+    for (int64_t N : {1L, 3L, 32L}) {
+      std::vector<SamplingRow> rows;
+      for (int64_t i = 0; i < N; ++i) {
+        switch (i % 4) {
+          case 0: rows.push_back(row(0.f)); break;
+          case 1: rows.push_back(row(0.8f, 0, 1.f, 40 + i, 7 * i)); break;  // whole vocabulary
+          case 2: rows.push_back(row(1.3f, 0, 1.f, 90 + i, 3 + i)); break;
+          default: rows.push_back(row(0.7f, 50, 0.9f, 5 + i, i)); break;  // top_k + top_p
+        }
+      }
+      Tensor l = test::random_f32({N, V}, rng, 3.f);
+      float* d = l.data<float>();
+      if (N >= 3 && V > 4096) {
+        d[0 * V + 2047] = 50.f, d[0 * V + 2048] = 50.f, d[0 * V + V - 1] = 50.f;  // ties across chunks: 2047
+        d[2 * V + V - 1] = nan;                                                   // NaN in the last chunk
+      }
+      if (N == 32) {
+        for (int64_t v = 0; v < V; ++v) d[4 * V + v] = -kInf;  // greedy row of only -inf: -1
+        d[5 * V + V - 1] = kInf;                               // +inf: -1
+        for (int64_t v = 0; v < V; v += 2) d[8 * V + v] = -kInf;  // holes in a greedy row
+        for (int64_t v = 0; v < V; ++v) d[12 * V + v] = 1.f;      // flat greedy row: id 0
+      }
+      Tensor out = Tensor::empty({N}, DType::I32, Device::cuda(0));
+      test::poison(out);
+      sample_tokens(l.to(Device::cuda(0)), rows_tensor(rows).to(Device::cuda(0)), out);
+      const Tensor got = out.to(Device::cpu());
+      int near_ties = 0;
+      for (int64_t i = 0; i < N; ++i) {
+        const int32_t want = sample_row(d + i * V, V, rows[i]), g = got.data<int32_t>()[i];
+        if (rows[i].temperature == 0.f || want < 0) {
+          EXPECT_EQ(g, want) << "V=" << V << " row " << i;
+          continue;
+        }
+        if (g == want) continue;
+        ASSERT_GE(g, 0) << "V=" << V << " row " << i << " want " << want;
+        EXPECT_LT(key_gap(d + i * V, V, rows[i], g, want), 1e-5) << "V=" << V << " row " << i;
+        ++near_ties;
+      }
+      EXPECT_LE(near_ties, 1) << "V=" << V << " N=" << N;
+      if (N >= 3 && V > 4096) EXPECT_EQ(got.data<int32_t>()[0], 2047);
+    }
+}
+
 }  // namespace
 }  // namespace dsa::ops

@@ -40,7 +40,7 @@ struct PreShape {
 
 PreShape check_pre(const char* op, const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale,
                    const MhcParams& p, const Tensor& mix, const Tensor& y, const Tensor* post, const Tensor* comb,
-                   bool head) {
+                   bool head, bool y_optional = false) {
   p.validate();
   DSA_CHECK(X.defined() && X.dim() == 3, "{}: X must be [T][hc][d], got {}", op, X.defined() ? X.str() : "undefined");
   PreShape s{X.size(0), X.size(2), p.hc_mult, head ? p.hc_mult : (2 + p.hc_mult) * p.hc_mult};
@@ -52,7 +52,7 @@ PreShape check_pre(const char* op, const Tensor& X, const Tensor& fn, const Tens
   check_tensor(op, "base", base, {s.n_mix}, false, dev);
   check_tensor(op, "scale", scale, {head ? 1 : 3}, false, dev);
   check_tensor(op, "mix", mix, {s.T, s.n_mix}, false, dev);
-  check_tensor(op, "y", y, {s.T, s.d}, true, dev);
+  if (!y_optional || y.defined()) check_tensor(op, "y", y, {s.T, s.d}, true, dev);
   if (post) check_tensor(op, "post", *post, {s.T, s.hc}, false, dev);
   if (comb) check_tensor(op, "comb", *comb, {s.T, s.hc, s.hc}, false, dev);
   return s;
@@ -86,6 +86,14 @@ void collapse_cpu(const Tensor& X, const Tensor& y, int64_t t, const PreShape& s
     for (int i = 0; i < s.hc; ++i) acc += static_cast<double>(pre[i]) * load_f(xt, X.dtype(), i * s.d + k);
     store_f(yt, y.dtype(), k, static_cast<float>(acc));
   }
+}
+
+// The extra arguments of the fused norm variants.
+void check_norm(const char* op, const PreShape& s, const Tensor& X, const Tensor& w, const NormParams& np,
+                const Tensor& yn) {
+  np.validate();
+  check_tensor(op, "yn", yn, {s.T, s.d}, true, X.device());
+  if (w.defined()) check_tensor(op, "norm_weight", w, {s.d}, true, X.device());
 }
 
 void check_post(const Tensor& f, const Tensor& X, const Tensor& post, const Tensor& comb, const Tensor& out) {
@@ -130,6 +138,26 @@ void mhc_head_cpu(const Tensor& X, const Tensor& fn, const Tensor& base, const T
   }
 }
 
+void mhc_pre_norm_cpu(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
+                      const Tensor& norm_weight, const NormParams& np, const Tensor& mix, const Tensor& y,
+                      const Tensor& yn, const Tensor& post, const Tensor& comb) {
+  PreShape s = check_pre("mhc_pre_norm", X, fn, base, scale, p, mix, y, &post, &comb, false, true);
+  check_norm("mhc_pre_norm", s, X, norm_weight, np, yn);
+  Tensor yy = y.defined() ? y : Tensor::empty({s.T, s.d}, yn.dtype(), X.device());
+  mhc_pre_cpu(X, fn, base, scale, p, mix, yy, post, comb);
+  rms_norm_cpu(yy, norm_weight, yn, np);
+}
+
+void mhc_head_norm_cpu(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                       const MhcParams& p, const Tensor& norm_weight, const NormParams& np, const Tensor& mix,
+                       const Tensor& y, const Tensor& yn) {
+  PreShape s = check_pre("mhc_head_norm", X, fn, base, scale, p, mix, y, nullptr, nullptr, true, true);
+  check_norm("mhc_head_norm", s, X, norm_weight, np, yn);
+  Tensor yy = y.defined() ? y : Tensor::empty({s.T, s.d}, yn.dtype(), X.device());
+  mhc_head_cpu(X, fn, base, scale, p, mix, yy);
+  rms_norm_cpu(yy, norm_weight, yn, np);
+}
+
 void mhc_post_cpu(const Tensor& f, const Tensor& X, const Tensor& post, const Tensor& comb, const Tensor& out) {
   check_post(f, X, post, comb, out);
   DSA_CHECK(!X.device().is_cuda(), "mhc_post_cpu: tensors must be on the CPU, got {}", X.device().str());
@@ -151,10 +179,21 @@ void mhc_post_cpu(const Tensor& f, const Tensor& X, const Tensor& post, const Te
   }
 }
 
-#ifdef DSA_WITH_CUDA
 namespace {
-cuda::MhcPreArgs pre_args(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale,
-                          const MhcParams& p, const Tensor& mix, const Tensor& y, const PreShape& s) {
+// The CUDA path of all four pre variants: post/comb null for the head, yn undefined without the
+// fused norm. The split-K partials live in a temporary (the caching allocator hands it back
+// after the kernels are enqueued; stream order keeps the reuse safe).
+void pre_cuda(const char* op, const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale,
+              const MhcParams& p, const Tensor& mix, const Tensor& y, const Tensor* post, const Tensor* comb,
+              const PreShape& s, const Tensor& norm_weight, const NormParams* np, const Tensor& yn) {
+#ifdef DSA_WITH_CUDA
+  cuda_launch::set_device(X.device().index);
+  if (yn.defined() && s.d > cuda::kMhcNormMaxD) {  // too long for the fused row: the two ops
+    Tensor yy = y.defined() ? y : Tensor::empty({s.T, s.d}, yn.dtype(), X.device());
+    pre_cuda(op, X, fn, base, scale, p, mix, yy, post, comb, s, Tensor(), nullptr, Tensor());
+    rms_norm(yy, norm_weight, yn, *np);
+    return;
+  }
   cuda::MhcPreArgs a{};
   a.X = X.raw();
   a.x_dtype = X.dtype();
@@ -162,8 +201,11 @@ cuda::MhcPreArgs pre_args(const Tensor& X, const Tensor& fn, const Tensor& base,
   a.base = base.data<float>();
   a.scale = scale.data<float>();
   a.mix = mix.data<float>();
-  a.y = y.raw();
-  a.y_dtype = y.dtype();
+  a.y = y.defined() ? y.raw() : nullptr;
+  a.y_dtype = y.defined() ? y.dtype() : yn.dtype();
+  a.post = post ? post->data<float>() : nullptr;
+  a.comb = comb ? comb->data<float>() : nullptr;
+  a.head = post == nullptr;
   a.tokens = s.T;
   a.d = s.d;
   a.hc = s.hc;
@@ -171,41 +213,55 @@ cuda::MhcPreArgs pre_args(const Tensor& X, const Tensor& fn, const Tensor& base,
   a.iters = p.sinkhorn_iters;
   a.hc_eps = p.hc_eps;
   a.norm_eps = p.norm_eps;
-  return a;
+  a.splits = cuda::mhc_mix_splits(s.T, s.n_mix, static_cast<int64_t>(s.hc) * s.d);
+  if (yn.defined()) {
+    a.yn = yn.raw();
+    a.yn_dtype = yn.dtype();
+    a.norm_w = norm_weight.defined() ? norm_weight.raw() : nullptr;
+    a.norm_w_dtype = norm_weight.defined() ? norm_weight.dtype() : DType::F32;
+    a.rms_eps = np->eps;
+  }
+  Tensor part = Tensor::empty({s.T * (s.n_mix + 1) * a.splits}, DType::F32, X.device());
+  a.part = part.data<float>();
+  cuda::mhc_pre(a);
+#else
+  (void)X, (void)fn, (void)base, (void)scale, (void)p, (void)mix, (void)y, (void)post, (void)comb, (void)s;
+  (void)norm_weight, (void)np, (void)yn;
+  fail("{}: tensors are on {} but this build has no CUDA", op, X.device().str());
+#endif
 }
 }  // namespace
-#endif
 
 void mhc_pre(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
              const Tensor& mix, const Tensor& y, const Tensor& post, const Tensor& comb) {
   if (!X.device().is_cuda()) return mhc_pre_cpu(X, fn, base, scale, p, mix, y, post, comb);
   PreShape s = check_pre("mhc_pre", X, fn, base, scale, p, mix, y, &post, &comb, false);
-#ifdef DSA_WITH_CUDA
-  cuda::MhcPreArgs a = pre_args(X, fn, base, scale, p, mix, y, s);
-  a.post = post.data<float>();
-  a.comb = comb.data<float>();
-  a.head = false;
-  cuda_launch::set_device(X.device().index);
-  cuda::mhc_pre(a);
-#else
-  (void)s;
-  fail("mhc_pre: tensors are on {} but this build has no CUDA", X.device().str());
-#endif
+  pre_cuda("mhc_pre", X, fn, base, scale, p, mix, y, &post, &comb, s, Tensor(), nullptr, Tensor());
 }
 
 void mhc_head(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
               const Tensor& mix, const Tensor& y) {
   if (!X.device().is_cuda()) return mhc_head_cpu(X, fn, base, scale, p, mix, y);
   PreShape s = check_pre("mhc_head", X, fn, base, scale, p, mix, y, nullptr, nullptr, true);
-#ifdef DSA_WITH_CUDA
-  cuda::MhcPreArgs a = pre_args(X, fn, base, scale, p, mix, y, s);
-  a.head = true;
-  cuda_launch::set_device(X.device().index);
-  cuda::mhc_pre(a);
-#else
-  (void)s;
-  fail("mhc_head: tensors are on {} but this build has no CUDA", X.device().str());
-#endif
+  pre_cuda("mhc_head", X, fn, base, scale, p, mix, y, nullptr, nullptr, s, Tensor(), nullptr, Tensor());
+}
+
+void mhc_pre_norm(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
+                  const Tensor& norm_weight, const NormParams& np, const Tensor& mix, const Tensor& y, const Tensor& yn,
+                  const Tensor& post, const Tensor& comb) {
+  if (!X.device().is_cuda()) return mhc_pre_norm_cpu(X, fn, base, scale, p, norm_weight, np, mix, y, yn, post, comb);
+  PreShape s = check_pre("mhc_pre_norm", X, fn, base, scale, p, mix, y, &post, &comb, false, true);
+  check_norm("mhc_pre_norm", s, X, norm_weight, np, yn);
+  pre_cuda("mhc_pre_norm", X, fn, base, scale, p, mix, y, &post, &comb, s, norm_weight, &np, yn);
+}
+
+void mhc_head_norm(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
+                   const Tensor& norm_weight, const NormParams& np, const Tensor& mix, const Tensor& y,
+                   const Tensor& yn) {
+  if (!X.device().is_cuda()) return mhc_head_norm_cpu(X, fn, base, scale, p, norm_weight, np, mix, y, yn);
+  PreShape s = check_pre("mhc_head_norm", X, fn, base, scale, p, mix, y, nullptr, nullptr, true, true);
+  check_norm("mhc_head_norm", s, X, norm_weight, np, yn);
+  pre_cuda("mhc_head_norm", X, fn, base, scale, p, mix, y, nullptr, nullptr, s, norm_weight, &np, yn);
 }
 
 void mhc_post(const Tensor& f, const Tensor& X, const Tensor& post, const Tensor& comb, const Tensor& out) {

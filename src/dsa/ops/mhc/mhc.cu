@@ -1,23 +1,34 @@
-// mHC kernels (mhc.h). Three launches, all deterministic (fixed reduction order, no atomics):
+// mHC kernels (mhc.h). Three launches per op, all deterministic (fixed reduction order, no
+// atomics):
 //
-// mix_kernel: grid (T, n_mix), 256 threads. CTA (t, r) computes dot(fn[r], x_t) and sum(x_t^2)
-//   over the hc*d flattened streams (f32 streams: 16-byte loads, four in flight per thread) and
-//   writes mix[t][r] = dot * rsqrt(mean(x^2) + norm_eps).
-//   Splitting the 24 fn rows over CTAs gives T*24 CTAs, so even a single decode token streams fn
-//   (24 x 4d fp32 = 1.5 MB for V4-Flash) with 24 SMs instead of one; x_t (32 KB bf16) is re-read
-//   per CTA from L2. (A split-K variant would spread a T=1 decode over all SMs: left for the tuner.)
-// collapse_kernel: grid (T, ceil(d/256)), 256 threads. Warp 0 turns mix[t] into pre/post/comb
-//   (one comb entry per lane for hc*hc <= 32, the same float operations as mhc_math.h; larger
-//   hc: thread 0 runs mhc_math.h itself), CTA column-block 0 writes post and comb, then every
-//   thread writes one y[t][k] = sum_i pre[i] X[t][i][k]. The 4x4 Sinkhorn is recomputed by each
-//   column block (a few hundred flops on one warp) instead of a 4th launch.
-//   The final hyper-head uses the same two kernels with n_mix = hc and no Sinkhorn.
+// mix_kernel: grid (T, n_mix, S), 256 threads. CTA (t, r, s) computes the partial dot(fn[r], x_t)
+//   and the partial sum(x_t^2) over its slice s of the hc*d flattened streams (slices of a
+//   multiple of 4 elements; f32 streams: 16-byte loads, four in flight per thread) and writes
+//   both to part[t][r][s] / part[t][n_mix][s]. The split-K factor S (mhc_mix_splits) spreads a
+//   decode step (T = 1: 24 CTAs of 16K-element dots) over ~2 CTAs per SM, so each CTA needs one
+//   or two memory round trips instead of 16; S = 1 once T * n_mix fills the GPU.
+// collapse_kernel: grid (T, Y + 1), where column block Y (the last) is the Sinkhorn CTA (head: no
+//   Sinkhorn CTA). Every CTA first sums the S partials of token t in slice order (so every CTA
+//   gets bit-identical mix logits; column block 0 writes mix). The Sinkhorn CTA then turns mix
+//   into post/comb (hc = 4: one warp, sinkhorn4_warp; else one thread, the matrix in registers),
+//   and writes
+//   them; the other CTAs do not wait for it: y needs only pre = sigmoid(...) + hc_eps, which is
+//   independent of the Sinkhorn. Column blocks 0..Y-1 write y[t][k] = sum_i pre[i] X[t][i][k]:
+//   plain op: Y = ceil(d / 256), one column per thread; fused norm (mhc_pre_norm): Y = 1 CTA of
+//   1024 threads holding y_t in registers (4-column groups, <= 2 per thread, d <= 8192), which
+//   also computes yn = round(y) * rsqrt(mean(round(y)^2) + eps) * w -- exactly what rms_norm of
+//   the stored y computes, up to float summation order.
 // post_kernel: grid (T, ceil(d/256)), 256 threads, one output column k per thread: reads the hc
 //   input streams at k (so out == X in place is safe), writes the hc output streams at k:
 //   out[t][j][k] = post[t][j] f[t][k] + sum_i comb[t][i][j] X[t][i][k]. post/comb come via smem.
+//
+// Accuracy against the CPU reference (double dots): mix within ~1e-5 relative (float partial
+// sums), pre/post within float rounding, comb within ~1e-5 absolute (the Sinkhorn multiplies by
+// one reciprocal per row/column instead of dividing each entry: a few ulp per step over
+// 2 * iters contracting steps), y / yn within one rounding of the output dtype.
 #include "dsa/ops/mhc/mhc_cuda.h"
 #include "dsa/ops/mhc/mhc_math.h"
-#include "dsa/ops/norm/cuda_elem.cuh"
+#include "dsa/ops/norm/cuda_vec4.cuh"
 #include "dsa/core/cuda_launch.h"
 #include "dsa/core/cuda_stream.h"
 
@@ -25,16 +36,23 @@ namespace dsa::ops::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kNormThreads = 1024;
+constexpr int kMaxSplits = 32;
+constexpr int64_t kMinSplitLen = 1024;  // elements per slice at least: keeps the partials cheap
 
 __device__ __forceinline__ int64_t esize(DType t) { return t == DType::BF16 ? 2 : 4; }
 
-__global__ void mix_kernel(MhcPreArgs a) {
+int64_t split_len(int64_t n, int splits) { return ((n + splits - 1) / splits + 3) / 4 * 4; }
+
+__global__ void mix_kernel(MhcPreArgs a, int64_t slice) {
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x;
-  const int r = blockIdx.y;
-  const int64_t n = static_cast<int64_t>(a.hc) * a.d;
-  const char* xt = static_cast<const char*>(a.X) + t * n * esize(a.x_dtype);
-  const float* f = a.fn + static_cast<int64_t>(r) * n;
+  const int r = blockIdx.y, sp = blockIdx.z;
+  const int64_t n_all = static_cast<int64_t>(a.hc) * a.d;
+  const int64_t k0 = sp * slice;
+  const int64_t n = k0 < n_all ? (n_all - k0 < slice ? n_all - k0 : slice) : 0;
+  const char* xt = static_cast<const char*>(a.X) + (t * n_all + k0) * esize(a.x_dtype);
+  const float* f = a.fn + static_cast<int64_t>(r) * n_all + k0;
   float dot = 0.f, ss = 0.f;
   if (a.x_dtype == DType::F32 && n % 4 == 0 && (reinterpret_cast<uintptr_t>(xt) | reinterpret_cast<uintptr_t>(f)) % 16 == 0) {
     // 16-byte loads, 4 in flight per thread: a decode token is latency-bound otherwise.
@@ -69,75 +87,216 @@ __global__ void mix_kernel(MhcPreArgs a) {
   }
   dot = block_sum(dot, scratch);
   ss = block_sum(ss, scratch);
-  if (threadIdx.x == 0) a.mix[t * a.n_mix + r] = dot * (1.0f / sqrtf(ss / static_cast<float>(n) + a.norm_eps));
+  if (threadIdx.x == 0) {
+    float* pt = a.part + t * (a.n_mix + 1) * a.splits;
+    pt[r * a.splits + sp] = dot;
+    if (r == 0) pt[a.n_mix * a.splits + sp] = ss;
+  }
 }
 
-// The Sinkhorn of one token on one warp: lane i*hc + j holds comb[i][j] in a register (hc*hc <=
-// 32); row and column sums read the hc values of the row / column through shuffles in the same
-// order as mhc_split_sinkhorn (0.0f + c0 + c1 + ...), so the float operations are the same.
-__device__ void warp_split_sinkhorn(const float* mix, const float* scale, const float* base, int hc, int iters,
-                                    float hc_eps, float* pre, float* post, float* comb) {
-  const int lane = threadIdx.x % 32, i = lane / hc, j = lane % hc;
-  const bool on = lane < hc * hc;
-  if (lane < hc) {
-    pre[lane] = mhc_sigmoid(mix[lane] * scale[0] + base[lane]) + hc_eps;
-    post[lane] = 2.0f * mhc_sigmoid(mix[hc + lane] * scale[1] + base[hc + lane]);
-  }
-  float c = on ? mix[2 * hc + lane] * scale[2] + base[2 * hc + lane] : 0.f;
-  auto row_at = [&](float v, int jj) { return __shfl_sync(0xffffffffu, v, i * hc + jj); };
-  auto col_at = [&](float v, int ii) { return __shfl_sync(0xffffffffu, v, ii * hc + j); };
-  float m = -INFINITY;
-  for (int jj = 0; jj < hc; ++jj) m = fmaxf(m, row_at(c, jj));
-  c = expf(c - m);
-  float s = 0.0f;
-  for (int jj = 0; jj < hc; ++jj) s += row_at(c, jj);
-  c = c / s + hc_eps;
-  s = 0.0f;
-  for (int ii = 0; ii < hc; ++ii) s += col_at(c, ii);
-  c /= (s + hc_eps);
-  for (int it = 1; it < iters; ++it) {
-    s = 0.0f;
-    for (int jj = 0; jj < hc; ++jj) s += row_at(c, jj);
-    c /= (s + hc_eps);
-    s = 0.0f;
-    for (int ii = 0; ii < hc; ++ii) s += col_at(c, ii);
-    c /= (s + hc_eps);
-  }
-  if (on) comb[lane] = c;
-}
-
-__global__ void collapse_kernel(MhcPreArgs a) {
-  __shared__ float pre_s[kMhcMaxHc], post_s[kMhcMaxHc], comb_s[kMhcMaxHc * kMhcMaxHc];
-  const int64_t t = blockIdx.x;
-  if (!a.head && a.hc * a.hc <= 32) {
-    if (threadIdx.x < 32)
-      warp_split_sinkhorn(a.mix + t * a.n_mix, a.scale, a.base, a.hc, a.iters, a.hc_eps, pre_s, post_s, comb_s);
-    __syncthreads();
-    if (blockIdx.y == 0) {
-      if (threadIdx.x < a.hc) a.post[t * a.hc + threadIdx.x] = post_s[threadIdx.x];
-      if (threadIdx.x < a.hc * a.hc) a.comb[t * a.hc * a.hc + threadIdx.x] = comb_s[threadIdx.x];
+// The Sinkhorn of mhc_math.h's mhc_split_sinkhorn on one thread with comb in registers (HC a
+// compile-time constant, so every loop unrolls). Row/column normalisation multiplies by one
+// correctly rounded reciprocal (1 ulp from the reference's per-entry division) to keep the
+// 2 * iters dependent steps short: this chain is the kernel's critical path.
+template <int HC>
+__device__ void sinkhorn_regs(const float* mix, const float* scale, const float* base, int iters, float eps,
+                              float* post, float* comb) {
+  float c[HC * HC];
+#pragma unroll
+  for (int i = 0; i < HC; ++i) {
+    float m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < HC; ++j) {
+      c[i * HC + j] = mix[2 * HC + i * HC + j] * scale[2] + base[2 * HC + i * HC + j];
+      m = fmaxf(m, c[i * HC + j]);
     }
-  } else if (threadIdx.x == 0) {
-    float pre[kMhcMaxHc], post[kMhcMaxHc], comb[kMhcMaxHc * kMhcMaxHc];
-    const float* m = a.mix + t * a.n_mix;
-    if (a.head) {
-      mhc_head_weights(m, a.scale, a.base, a.hc, a.hc_eps, pre);
-    } else {
-      mhc_split_sinkhorn(m, a.scale, a.base, a.hc, a.iters, a.hc_eps, pre, post, comb);
-      if (blockIdx.y == 0) {
-        for (int i = 0; i < a.hc; ++i) a.post[t * a.hc + i] = post[i];
-        for (int i = 0; i < a.hc * a.hc; ++i) a.comb[t * a.hc * a.hc + i] = comb[i];
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < HC; ++j) {
+      c[i * HC + j] = expf(c[i * HC + j] - m);
+      s += c[i * HC + j];
+    }
+#pragma unroll
+    for (int j = 0; j < HC; ++j) c[i * HC + j] = c[i * HC + j] / s + eps;
+  }
+  for (int it = 0; it < iters; ++it) {  // it 0: the first column normalisation only
+    if (it > 0) {
+#pragma unroll
+      for (int i = 0; i < HC; ++i) {
+        float rs = 0.0f;
+#pragma unroll
+        for (int j = 0; j < HC; ++j) rs += c[i * HC + j];
+        const float inv = 1.0f / (rs + eps);
+#pragma unroll
+        for (int j = 0; j < HC; ++j) c[i * HC + j] *= inv;
       }
     }
-    for (int i = 0; i < a.hc; ++i) pre_s[i] = pre[i];
+#pragma unroll
+    for (int j = 0; j < HC; ++j) {
+      float cs = 0.0f;
+#pragma unroll
+      for (int i = 0; i < HC; ++i) cs += c[i * HC + j];
+      const float inv = 1.0f / (cs + eps);
+#pragma unroll
+      for (int i = 0; i < HC; ++i) c[i * HC + j] *= inv;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < HC; ++i) post[i] = 2.0f * mhc_sigmoid(mix[HC + i] * scale[1] + base[HC + i]);
+#pragma unroll
+  for (int i = 0; i < HC * HC; ++i) comb[i] = c[i];
+}
+
+// hc = 4 (V4), the kernel's critical path: a warp holds comb[i][j] in lane 4i + j (lanes 16..31
+// mirror 0..15); row sums are two xor-shuffle steps (lanes 4i..4i+3), column sums two more
+// (lanes j, j+4, j+8, j+12), so a half-iteration is ~2 shuffles + an approximate reciprocal
+// (MUFU, <= 2 ulp) + a multiply instead of a serial loop of IEEE divisions. (a + b) + (c + d)
+// is the same float in every lane of a row/column, so all lanes agree bit for bit.
+__device__ void sinkhorn4_warp(const float* mix, const float* scale, const float* base, int iters, float eps,
+                               float* post, float* comb) {
+  const int lane = threadIdx.x & 31, e = lane & 15;
+  auto xs = [](float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); };
+  float c = mix[8 + e] * scale[2] + base[8 + e];
+  float m = fmaxf(c, xs(c, 1));
+  m = fmaxf(m, xs(m, 2));
+  c = expf(c - m);
+  float s = c + xs(c, 1);
+  s += xs(s, 2);
+  c = c / s + eps;
+  for (int it = 0; it < iters; ++it) {
+    if (it > 0) {
+      s = c + xs(c, 1);
+      s += xs(s, 2);
+      c *= __fdividef(1.0f, s + eps);
+    }
+    s = c + xs(c, 4);
+    s += xs(s, 8);
+    c *= __fdividef(1.0f, s + eps);
+  }
+  if (lane < 16) comb[e] = c;
+  if (lane < 4) post[lane] = 2.0f * mhc_sigmoid(mix[4 + lane] * scale[1] + base[4 + lane]);
+}
+
+// hc <= 4 (V4: 4) in registers; wider hc (not used by any model) runs mhc_math.h itself.
+__device__ void sinkhorn_any(int hc, const float* mix, const float* scale, const float* base, int iters, float eps,
+                             float* post, float* comb) {
+  switch (hc) {
+    case 1: return sinkhorn_regs<1>(mix, scale, base, iters, eps, post, comb);
+    case 2: return sinkhorn_regs<2>(mix, scale, base, iters, eps, post, comb);
+    case 3: return sinkhorn_regs<3>(mix, scale, base, iters, eps, post, comb);
+    case 4: return sinkhorn_regs<4>(mix, scale, base, iters, eps, post, comb);
+    default: {
+      float pre[kMhcMaxHc];
+      mhc_split_sinkhorn(mix, scale, base, hc, iters, eps, pre, post, comb);
+    }
+  }
+}
+
+// y columns [4g, 4g+4) of token t: sum_i pre[i] X[t][i][4g..] (elements past d are 0).
+__device__ __forceinline__ F4 collapse4(const MhcPreArgs& a, const char* xt, const float* pre, int64_t i,
+                                        bool vec) {
+  F4 xs[kMhcMaxHc];
+#pragma unroll
+  for (int s = 0; s < kMhcMaxHc; ++s)
+    if (s < a.hc) xs[s] = ld4(xt + s * a.d * esize(a.x_dtype), a.x_dtype, i, a.d, vec);
+  F4 acc{};
+#pragma unroll
+  for (int s = 0; s < kMhcMaxHc; ++s)
+    if (s < a.hc)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc.v[e] = fmaf(pre[s], xs[s].v[e], acc.v[e]);
+  return acc;
+}
+
+template <bool kNorm>
+__global__ void __launch_bounds__(kNorm ? kNormThreads : kThreads) collapse_kernel(MhcPreArgs a, bool vec) {
+  __shared__ float mix_s[(2 + kMhcMaxHc) * kMhcMaxHc];
+  __shared__ float pre_s[kMhcMaxHc];
+  __shared__ float scratch[32];
+  const int64_t t = blockIdx.x;
+  // 1. mix logits from the split-K partials: all loaded at once (one L2 round trip), then summed
+  //    in slice order by one thread per logit (identical in every CTA).
+  __shared__ float part_s[((2 + kMhcMaxHc) * kMhcMaxHc + 1) * kMaxSplits];
+  const int np = (a.n_mix + 1) * a.splits;
+  for (int i = threadIdx.x; i < np; i += blockDim.x) part_s[i] = a.part[t * np + i];
+  __syncthreads();
+  if (threadIdx.x < a.n_mix) {
+    float dot = 0.f, ss = 0.f;
+    for (int s = 0; s < a.splits; ++s) {
+      dot += part_s[threadIdx.x * a.splits + s];
+      ss += part_s[a.n_mix * a.splits + s];
+    }
+    const float n = static_cast<float>(static_cast<int64_t>(a.hc) * a.d);
+    const float m = dot * (1.0f / sqrtf(ss / n + a.norm_eps));
+    mix_s[threadIdx.x] = m;
+    if (blockIdx.y == 0) a.mix[t * a.n_mix + threadIdx.x] = m;
   }
   __syncthreads();
-  const int64_t k = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
-  if (k >= a.d) return;
+  const bool sinkhorn_cta = !a.head && blockIdx.y == gridDim.y - 1;
+  if (sinkhorn_cta) {  // 2a. post / comb (nobody waits for this CTA)
+    float* post = a.post + t * a.hc;
+    float* comb = a.comb + t * a.hc * a.hc;
+    if (a.hc == 4 && threadIdx.x < 32)
+      sinkhorn4_warp(mix_s, a.scale, a.base, a.iters, a.hc_eps, post, comb);
+    else if (a.hc != 4 && threadIdx.x == 0)
+      sinkhorn_any(a.hc, mix_s, a.scale, a.base, a.iters, a.hc_eps, post, comb);
+    return;
+  }
+  // 2b. pre (the same expression for the head and the sub-layers)
+  if (threadIdx.x < a.hc) pre_s[threadIdx.x] = mhc_sigmoid(mix_s[threadIdx.x] * a.scale[0] + a.base[threadIdx.x]) + a.hc_eps;
+  __syncthreads();
+  float pre[kMhcMaxHc];
+#pragma unroll
+  for (int s = 0; s < kMhcMaxHc; ++s) pre[s] = s < a.hc ? pre_s[s] : 0.f;
   const char* xt = static_cast<const char*>(a.X) + t * a.hc * a.d * esize(a.x_dtype);
-  float acc = 0.f;
-  for (int i = 0; i < a.hc; ++i) acc = fmaf(pre_s[i], ld(xt, a.x_dtype, i * a.d + k), acc);
-  st(a.y, a.y_dtype, t * a.d + k, acc);
+  if constexpr (!kNorm) {
+    // 3. one column per thread
+    const int64_t k = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+    if (k >= a.d) return;
+    float xs[kMhcMaxHc];
+#pragma unroll
+    for (int s = 0; s < kMhcMaxHc; ++s) xs[s] = s < a.hc ? ld(xt, a.x_dtype, s * a.d + k) : 0.f;
+    float acc = 0.f;
+#pragma unroll
+    for (int s = 0; s < kMhcMaxHc; ++s)
+      if (s < a.hc) acc = fmaf(pre[s], xs[s], acc);
+    st(a.y, a.y_dtype, t * a.d + k, acc);
+  } else {
+    // 3'. the whole row in registers: y, then its RMSNorm
+    constexpr int U = static_cast<int>(kMhcNormMaxD / (4 * kNormThreads));
+    F4 y[U];
+    float ss = 0.f;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = 4 * (threadIdx.x + static_cast<int64_t>(u) * blockDim.x);
+      y[u] = F4{};
+      if (i >= a.d) continue;
+      y[u] = collapse4(a, xt, pre, i, vec);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        // the norm reads y as stored: rounded to y's dtype
+        if (a.y_dtype == DType::BF16) y[u].v[e] = round_to_bf16(y[u].v[e]);
+        ss = fmaf(y[u].v[e], y[u].v[e], ss);  // padding is 0
+      }
+      if (a.y) st4(static_cast<char*>(a.y) + t * a.d * esize(a.y_dtype), a.y_dtype, i, a.d, vec, y[u]);
+    }
+    const float inv = 1.0f / sqrtf(block_sum(ss, scratch) / static_cast<float>(a.d) + a.rms_eps);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = 4 * (threadIdx.x + static_cast<int64_t>(u) * blockDim.x);
+      if (i >= a.d) continue;
+      F4 o = y[u];
+      if (a.norm_w) {
+        const F4 w = ld4(a.norm_w, a.norm_w_dtype, i, a.d, vec);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o.v[e] = o.v[e] * inv * w.v[e];
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o.v[e] = o.v[e] * inv;
+      }
+      st4(static_cast<char*>(a.yn) + t * a.d * esize(a.yn_dtype), a.yn_dtype, i, a.d, vec, o);
+    }
+  }
 }
 
 __global__ void post_kernel(MhcPostArgs a) {
@@ -168,14 +327,40 @@ void check_grid(int64_t T, int64_t y, const char* what) {
 
 }  // namespace
 
+int mhc_mix_splits(int64_t tokens, int n_mix, int64_t n) {
+  constexpr int64_t kTargetCtas = 264;  // ~2 per SM of an H200
+  const int64_t ctas = tokens * n_mix;
+  int64_t s = ctas >= kTargetCtas ? 1 : (kTargetCtas + ctas - 1) / ctas;
+  s = s > kMaxSplits ? kMaxSplits : s;
+  const int64_t by_len = n / kMinSplitLen;
+  s = s > by_len ? by_len : s;
+  if (s < 1) s = 1;
+  return static_cast<int>((n + split_len(n, static_cast<int>(s)) - 1) / split_len(n, static_cast<int>(s)));
+}
+
 void mhc_pre(const MhcPreArgs& a) {
   if (a.tokens == 0) return;
+  const int64_t n = static_cast<int64_t>(a.hc) * a.d;
+  const int64_t slice = split_len(n, a.splits);
+  if (a.splits < 1 || a.splits > kMaxSplits || (a.splits - 1) * slice >= n)
+    cuda_launch::launch_error("mhc_pre: split-K factor does not match mhc_mix_splits");
   check_grid(a.tokens, a.n_mix, "mhc_pre: grid exceeds the launch limits");
-  mix_kernel<<<dim3(static_cast<unsigned>(a.tokens), a.n_mix), kThreads, 0, DSA_CURRENT_STREAM>>>(a);
+  mix_kernel<<<dim3(static_cast<unsigned>(a.tokens), a.n_mix, a.splits), kThreads, 0, DSA_CURRENT_STREAM>>>(a, slice);
   cuda_launch::check_launch("mhc mix_kernel");
-  const int64_t cols = (a.d + kThreads - 1) / kThreads;
+  const int extra = a.head ? 0 : 1;  // the Sinkhorn CTA
+  if (a.yn) {
+    if (a.d > kMhcNormMaxD) cuda_launch::launch_error("mhc_pre_norm: hidden size exceeds the fused kernel's row");
+    const bool vec = vec4_ok(a.X, a.x_dtype, a.d, a.d) && vec4_ok(a.y, a.y_dtype, a.d, a.d) &&
+                     vec4_ok(a.yn, a.yn_dtype, a.d, a.d) && vec4_ok(a.norm_w, a.norm_w_dtype, a.d, 0);
+    collapse_kernel<true><<<dim3(static_cast<unsigned>(a.tokens), 1 + extra), kNormThreads, 0, DSA_CURRENT_STREAM>>>(
+        a, vec);
+    cuda_launch::check_launch("mhc collapse_kernel (norm)");
+    return;
+  }
+  const int64_t cols = (a.d + kThreads - 1) / kThreads + extra;
   check_grid(a.tokens, cols, "mhc_pre: grid exceeds the launch limits");
-  collapse_kernel<<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads, 0, DSA_CURRENT_STREAM>>>(a);
+  collapse_kernel<false><<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads, 0,
+                           DSA_CURRENT_STREAM>>>(a, false);
   cuda_launch::check_launch("mhc collapse_kernel");
 }
 

@@ -22,13 +22,21 @@
 //
 // Shapes and dtypes (all contiguous, all on one device):
 //   X [T][hc][d] f32|bf16;  fn [(2+hc)*hc][hc*d] f32;  base [(2+hc)*hc] f32;  scale [3] f32
-//   mix [T][(2+hc)*hc] f32 (out: the normalised logits; the CUDA path also uses it as scratch)
+//   mix [T][(2+hc)*hc] f32 (out: the normalised logits)
 //   y [T][d] f32|bf16;  post [T][hc] f32;  comb [T][hc][hc] f32
 //   head: fn [hc][hc*d], base [hc], scale [1], mix [T][hc]
 //   mhc_post: f [T][d] f32|bf16, out [T][hc][d] f32|bf16 (out may be X: in place)
 // The CPU reference accumulates the dot products in double; the CUDA kernels in float.
+//
+// Fused pre + RMSNorm (mhc_pre_norm / mhc_head_norm): the same as mhc_pre (mhc_head) followed by
+// rms_norm(y, norm_weight, yn, np) -- y is rounded to its dtype before it is normalised, as the
+// two-op sequence does -- in one pass over X on CUDA (the collapse CTA of a token keeps y in
+// registers). y may be undefined (not stored; it is then rounded to yn's dtype); yn [T][d]
+// f32|bf16; norm_weight f32|bf16 [d] or undefined (unweighted). On CUDA d <= 8192 takes the fused
+// kernel; longer rows run the two ops. The CPU reference is the two CPU references in sequence.
 #pragma once
 #include "dsa/core/tensor.h"
+#include "dsa/ops/norm/norm.h"
 
 namespace dsa::ops {
 
@@ -45,6 +53,12 @@ void mhc_pre(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor
 void mhc_post(const Tensor& f, const Tensor& X, const Tensor& post, const Tensor& comb, const Tensor& out);
 void mhc_head(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
               const Tensor& mix, const Tensor& y);
+void mhc_pre_norm(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
+                  const Tensor& norm_weight, const NormParams& np, const Tensor& mix, const Tensor& y, const Tensor& yn,
+                  const Tensor& post, const Tensor& comb);
+void mhc_head_norm(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
+                   const Tensor& norm_weight, const NormParams& np, const Tensor& mix, const Tensor& y,
+                   const Tensor& yn);
 
 // CPU references (what the entry points run for CPU tensors).
 void mhc_pre_cpu(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
@@ -52,5 +66,11 @@ void mhc_pre_cpu(const Tensor& X, const Tensor& fn, const Tensor& base, const Te
 void mhc_post_cpu(const Tensor& f, const Tensor& X, const Tensor& post, const Tensor& comb, const Tensor& out);
 void mhc_head_cpu(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
                   const Tensor& mix, const Tensor& y);
+void mhc_pre_norm_cpu(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
+                      const Tensor& norm_weight, const NormParams& np, const Tensor& mix, const Tensor& y,
+                      const Tensor& yn, const Tensor& post, const Tensor& comb);
+void mhc_head_norm_cpu(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                       const MhcParams& p, const Tensor& norm_weight, const NormParams& np, const Tensor& mix,
+                       const Tensor& y, const Tensor& yn);
 
 }  // namespace dsa::ops

@@ -13,15 +13,28 @@ struct MhcPreArgs {
   const float* base;   // [n_mix]
   const float* scale;  // [3] (head: [1])
   float* mix;          // [T][n_mix]
-  void* y;             // [T][d]
+  void* y;             // [T][d]; may be null when norm_w/yn are set (y is then only rounded to y_dtype)
   DType y_dtype;
   float* post;  // [T][hc] (null for the head)
   float* comb;  // [T][hc][hc] (null for the head)
+  float* part;  // scratch [T][n_mix + 1][splits] (mhc_mix_splits; allocated by the caller)
   int64_t tokens, d;
-  int hc, n_mix, iters;
+  int hc, n_mix, iters, splits;
   float hc_eps, norm_eps;
   bool head;  // true: final hyper-head (pre only, no Sinkhorn)
+  // Fused RMSNorm of y (mhc_pre_norm): yn = round(y) * rsqrt(mean(round(y)^2) + rms_eps) * norm_w.
+  // yn null: no norm (plain mhc_pre / mhc_head).
+  const void* norm_w = nullptr;  // [d]
+  DType norm_w_dtype = DType::F32;
+  void* yn = nullptr;  // [T][d]
+  DType yn_dtype = DType::F32;
+  float rms_eps = 0.f;
 };
+
+// Split-K factor of the mix dot products for T tokens, n_mix logits over n = hc*d inputs, and
+// the largest d the fused norm takes (longer rows: mhc_pre then rms_norm).
+int mhc_mix_splits(int64_t tokens, int n_mix, int64_t n);
+constexpr int64_t kMhcNormMaxD = 8192;
 
 struct MhcPostArgs {
   const void* f;  // [T][d]

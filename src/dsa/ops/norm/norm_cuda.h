@@ -17,6 +17,12 @@ struct RowNormArgs {
   bool layer_norm;  // false: RMSNorm
 };
 
+// Rows up to this many columns are normalised from registers (norm.cu); longer rows by the
+// strided three-pass kernel.
+constexpr int64_t kRegMaxCols = 16384;
+// 4-column groups per thread of the register kernel for a row of `cols` (0: strided kernel).
+int row_norm_reg_groups_per_thread(int64_t cols);
+
 void row_norm(const RowNormArgs& a);
 
 }  // namespace dsa::ops::cuda

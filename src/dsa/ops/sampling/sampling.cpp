@@ -90,7 +90,10 @@ void sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& out) 
 #ifdef DSA_WITH_CUDA
     DSA_CHECK(V <= 0x7fffffffLL, "sample_tokens: vocabulary of {} ids exceeds the kernel's i32 ids", V);
     cuda_launch::set_device(dev.index);
-    cuda::sample_tokens(logits.data<float>(), static_cast<const uint8_t*>(rows.raw()), out.data<int32_t>(), N, V);
+    // the partials are a temporary: the caching allocator reuses it only for work enqueued later
+    Tensor scratch = Tensor::empty({static_cast<int64_t>(cuda::sample_scratch_bytes(N, V))}, DType::U8, dev);
+    cuda::sample_tokens(logits.data<float>(), static_cast<const uint8_t*>(rows.raw()), out.data<int32_t>(), N, V,
+                        scratch.raw());
     return;
 #else
     fail("sample_tokens: tensors are on {} but this build has no CUDA", dev.str());
