@@ -185,13 +185,13 @@ void DeepseekV4Model::forward(const StepInputs& in, const Tensor& logits) {
   for (int l = 0; l < c.num_layers; ++l) {
     in.mark(l);
     const LayerWeights& L = w_.layers[l];
-    ops::mhc_pre(X, L.hc_attn.fn, L.hc_attn.base, L.hc_attn.scale, mp, m.mix, m.y, m.post, m.comb);
-    ops::rms_norm(m.y, L.attn_norm, yn, np);
+    ops::mhc_pre_norm(X, L.hc_attn.fn, L.hc_attn.base, L.hc_attn.scale, mp, L.attn_norm, np, m.mix, m.y, yn, m.post,
+                      m.comb);
     Tensor a = attention_forward(L, l, s, yn);
     ops::mhc_post(a, X, m.post, m.comb, X);
 
-    ops::mhc_pre(X, L.hc_ffn.fn, L.hc_ffn.base, L.hc_ffn.scale, mp, m.mix, m.y, m.post, m.comb);
-    ops::rms_norm(m.y, L.ffn_norm, yn, np);
+    ops::mhc_pre_norm(X, L.hc_ffn.fn, L.hc_ffn.base, L.hc_ffn.scale, mp, L.ffn_norm, np, m.mix, m.y, yn, m.post,
+                      m.comb);
     Tensor f = moe_forward(L, c, yn, meta.token_ids, moe_ws_);
     ops::mhc_post(f, X, m.post, m.comb, X);
     if (trace_enabled()) {
@@ -207,8 +207,7 @@ void DeepseekV4Model::forward(const StepInputs& in, const Tensor& logits) {
   Tensor Xr = Tensor::empty({R, hc, d}, DType::F32, device_);
   ops::embed_rows(X.reshape({T, hc * d}), in.logit_rows, Xr.reshape({R, hc * d}));
   Tensor hmix = Tensor::empty({R, hc}, DType::F32, device_), y = Tensor::empty({R, d}, DType::F32, device_);
-  ops::mhc_head(Xr, w_.hc_head_fn, w_.hc_head_base, w_.hc_head_scale, mp, hmix, y);
-  ops::rms_norm(y, w_.norm, y, np);
+  ops::mhc_head_norm(Xr, w_.hc_head_fn, w_.hc_head_base, w_.hc_head_scale, mp, w_.norm, np, hmix, Tensor(), y);
   Tensor out = logits;
   ops::linear_bf16(ops::cast(y, DType::BF16), w_.head, out);
   trace_tensor("v4.logits", logits);
