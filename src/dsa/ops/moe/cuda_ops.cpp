@@ -8,7 +8,6 @@
 
 #include "dsa/core/cuda_check.h"
 #include "dsa/core/cuda_stream.h"
-#include "dsa/ops/moe/cuda/expert_gemm_args.h"
 #include "dsa/ops/moe/cuda/kernels.h"
 
 namespace dsa::ops::cuda {
@@ -56,41 +55,6 @@ void moe_combine(const Tensor& y, const MoeLayout& l, const Tensor& w, const Ten
 
 void swiglu(const Tensor& gu, Tensor& out, float limit) {
   launch_swiglu(gu.raw(), out.raw(), gu.size(0), gu.size(1) / 2, limit);
-  DSA_CUDA_CHECK_LAUNCH();
-}
-
-void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices, const ExpertWeights& w, Tensor& out,
-                 const ExpertGemmParams& p) {
-  egemm::Args args{};
-  args.a = a.raw();
-  args.a_nrows = a.size(0);
-  args.a_rows = a_rows.defined() ? a_rows.data<int32_t>() : nullptr;
-  args.m_indices = m_indices.defined() ? m_indices.data<int32_t>() : nullptr;
-  args.rows = out.size(0);
-  args.w = static_cast<const uint8_t*>(w.weight.raw());
-  args.scale = w.scale.defined() ? w.scale.raw() : nullptr;
-  // UE8M0 block scales are read as bytes by the kernels (exact powers of two): no conversion.
-  args.scale_ue8m0 = w.format == WeightFormat::FP8Block && w.scale.dtype() != DType::F32 ? 1 : 0;
-  args.E = static_cast<int>(w.experts());
-  args.N = static_cast<int>(w.n());
-  args.K = static_cast<int>(w.k());
-  args.out = out.raw();
-  args.ldo = static_cast<int>(out.size(1));
-  args.swiglu = p.fuse_swiglu ? 1 : 0;
-  args.limit = p.swiglu_limit;
-  if (args.rows == 0) return;
-  DSA_CHECK(args.rows / 16 < 65535, "expert_gemm (CUDA): {} rows exceed the grid limit", args.rows);
-
-  const int tactic = resolve_expert_gemm_tactic(w.format, p, args.rows, args.E, args.m_indices != nullptr);
-  bool launched = false;
-  if (w.format == WeightFormat::MXFP4)
-    launched = egemm::launch_mxfp4(args, tactic);
-  else if (w.format == WeightFormat::BF16)
-    launched = egemm::launch_bf16(args, tactic);
-  else
-    launched = egemm::launch_fp8(args, tactic);
-  DSA_CHECK(launched, "expert_gemm (CUDA): K={} too large for the FP8 scale table in shared memory (tactic {})",
-            args.K, tactic);
   DSA_CUDA_CHECK_LAUNCH();
 }
 

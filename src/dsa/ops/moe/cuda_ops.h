@@ -15,6 +15,7 @@ void moe_permute(const Tensor& x, const MoeLayout& layout, Tensor& x_perm);
 void moe_combine(const Tensor& y, const MoeLayout& layout, const Tensor& topk_weights, const Tensor& shared,
                  Tensor& out);
 void swiglu(const Tensor& gu, Tensor& out, float limit);
+// Grouped (and plain) expert GEMM; defined in expert_gemm_cuda.cpp beside the dense split-K path.
 void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices, const ExpertWeights& w,
                  Tensor& out, const ExpertGemmParams& p);
 

@@ -1,4 +1,5 @@
-// Dense expert GEMM on CUDA: arguments, the split-K plan and its workspace, launch.
+// Expert GEMM on CUDA (grouped and dense): arguments, the dense split-K plan and its workspace,
+// launch.
 #include "dsa/ops/moe/expert_gemm_cuda.h"
 
 #ifdef DSA_WITH_CUDA
@@ -14,6 +15,7 @@
 #include "dsa/core/cuda_memory.h"
 #include "dsa/core/cuda_stream.h"
 #include "dsa/ops/moe/cuda/expert_gemm_args.h"
+#include "dsa/ops/moe/cuda_ops.h"
 
 namespace dsa::ops::cuda {
 
@@ -53,15 +55,14 @@ SplitWorkspace& split_workspace(Device dev, int64_t floats, int64_t tiles) {
   return w;
 }
 
-}  // namespace
-
-void expert_gemm_dense(const Tensor& a, const Tensor& a_rows, const ExpertWeights& w, Tensor& out,
-                       const ExpertGemmParams& p) {
+// The kernel arguments of one call: grouped when m_indices is given, dense otherwise.
+egemm::Args make_args(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices, const ExpertWeights& w,
+                      const Tensor& out, const ExpertGemmParams& p) {
   egemm::Args args{};
   args.a = a.raw();
   args.a_nrows = a.size(0);
   args.a_rows = a_rows.defined() ? a_rows.data<int32_t>() : nullptr;
-  args.m_indices = nullptr;
+  args.m_indices = m_indices.defined() ? m_indices.data<int32_t>() : nullptr;
   args.rows = out.size(0);
   args.w = static_cast<const uint8_t*>(w.weight.raw());
   args.scale = w.scale.defined() ? w.scale.raw() : nullptr;
@@ -75,9 +76,37 @@ void expert_gemm_dense(const Tensor& a, const Tensor& a_rows, const ExpertWeight
   args.swiglu = p.fuse_swiglu ? 1 : 0;
   args.limit = p.swiglu_limit;
   args.out_f32 = out.dtype() == DType::F32 ? 1 : 0;
-  if (args.rows == 0) return;
   DSA_CHECK(args.rows / 16 < 65535, "expert_gemm (CUDA): {} rows exceed the grid limit", args.rows);
+  return args;
+}
 
+void launch(const egemm::Args& args, WeightFormat format, int tactic, int chunks) {
+  bool launched = false;
+  if (format == WeightFormat::MXFP4)
+    launched = egemm::launch_mxfp4(args, tactic);
+  else if (format == WeightFormat::BF16)
+    launched = egemm::launch_bf16(args, tactic);
+  else
+    launched = egemm::launch_fp8(args, tactic);
+  DSA_CHECK(launched, "expert_gemm (CUDA): K={} ({} 128-k chunks per CTA) too large for the FP8 scale table in shared "
+            "memory (tactic {})", args.K, chunks, tactic);
+  DSA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices, const ExpertWeights& w, Tensor& out,
+                 const ExpertGemmParams& p) {
+  if (out.size(0) == 0) return;
+  const egemm::Args args = make_args(a, a_rows, m_indices, w, out, p);
+  const int tactic = resolve_expert_gemm_tactic(w.format, p, args.rows, args.E, args.m_indices != nullptr);
+  launch(args, w.format, tactic, (args.K + 127) / 128);
+}
+
+void expert_gemm_dense(const Tensor& a, const Tensor& a_rows, const ExpertWeights& w, Tensor& out,
+                       const ExpertGemmParams& p) {
+  if (out.size(0) == 0) return;
+  egemm::Args args = make_args(a, a_rows, Tensor(), w, out, p);
   const int tactic = resolve_expert_gemm_tactic(w.format, p, args.rows, args.E, false);
   const ExpertGemmSplit sp = expert_gemm_planned_split(w, args.rows, false, p, a.device());
   args.splits = sp.splits;
@@ -91,16 +120,7 @@ void expert_gemm_dense(const Tensor& a, const Tensor& a_rows, const ExpertWeight
     args.counters = ws.counters.data<int32_t>();
     args.num_counters = static_cast<int>(ws.counters.numel());
   }
-  bool launched = false;
-  if (w.format == WeightFormat::MXFP4)
-    launched = egemm::launch_mxfp4(args, tactic);
-  else if (w.format == WeightFormat::BF16)
-    launched = egemm::launch_bf16(args, tactic);
-  else
-    launched = egemm::launch_fp8(args, tactic);
-  DSA_CHECK(launched, "expert_gemm (CUDA): K={} ({} 128-k chunks per CTA) too large for the FP8 scale table in shared "
-            "memory (tactic {})", args.K, sp.chunks, tactic);
-  DSA_CUDA_CHECK_LAUNCH();
+  launch(args, w.format, tactic, sp.chunks);
 }
 
 }  // namespace dsa::ops::cuda

@@ -1,6 +1,7 @@
 // CUDA path of dense (single-expert, no m_indices) expert GEMM calls: FP8 linears and shared
-// experts. Beside cuda_ops.h's grouped path because it owns the split-K workspace
-// (expert_gemm_cuda.cpp). Callers validate first (validate_expert_gemm).
+// experts. Defined with cuda_ops.h's grouped expert_gemm in expert_gemm_cuda.cpp (one builder of
+// the kernel arguments for both), which also owns the split-K workspace. Callers validate first
+// (validate_expert_gemm).
 #pragma once
 #include "dsa/ops/moe/expert_gemm.h"
 
