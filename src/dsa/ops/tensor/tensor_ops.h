@@ -31,9 +31,11 @@ void embed_rows(const Tensor& table, const Tensor& ids, const Tensor& out);
 // out[t][h][n] = sum_k x[t][h][k] * w[h][n][k] for h < w.size(0).
 //   x: [T][>=H][K] f32|bf16 (any strides, last dim contiguous);  w: [H][N][K] f32|bf16 contiguous;
 //   out: [T][>=H][N] f32|bf16 (any strides, last dim contiguous). Float accumulation.
-// CUDA: bf16 x and w with T >= 32 and 16-byte aligned strides run as one cuBLASLt strided-batched
-// GEMM (batch = head, tensor cores); everything else, and all of it with DSA_HEAD_MATMUL=kernel,
-// on a shared-memory tiled SIMT kernel (tensor_ops.cu).
+// CUDA: bf16 w with T <= 16 and K % 8 == 0 streams the weights through a GEMV kernel
+// (head_matmul_gemv.cu: the decode case); bf16 x and w with T >= 17 and 16-byte aligned strides
+// run as one cuBLASLt strided-batched GEMM (batch = head, tensor cores); everything else, and all
+// of it with DSA_HEAD_MATMUL=kernel, on a shared-memory tiled SIMT kernel (tensor_ops.cu).
+// DSA_HEAD_MATMUL=gemv makes a problem the GEMV refuses an error (tests pin the route with it).
 void head_matmul(const Tensor& x, const Tensor& w, const Tensor& out);
 
 }  // namespace dsa::ops
