@@ -91,10 +91,11 @@ void Engine::check_request(const std::vector<int32_t>& prompt, const SamplingPar
   params.validate(V);
   const int64_t need = static_cast<int64_t>(prompt.size()) + params.max_tokens;
   DSA_CHECK(need <= max_model_len_,
-            "prompt ({} tokens) + max_tokens ({}) = {} exceeds the maximum context length {}", prompt.size(),
-            params.max_tokens, need, max_model_len_);
+            "prompt ({} tokens) + max_tokens ({}) = {} exceeds the maximum context length {} (--max-model-len "
+            "sets it)", prompt.size(), params.max_tokens, need, max_model_len_);
   DSA_CHECK(kv_->fits_alone(need),
-            "prompt ({} tokens) + max_tokens ({}) = {} tokens exceed what the whole KV cache can hold ({} tokens)",
+            "prompt ({} tokens) + max_tokens ({}) = {} tokens exceed what the whole KV cache can hold ({} tokens; "
+            "--kv-cache-memory or --gpu-memory-utilization size it)",
             prompt.size(), params.max_tokens, need, kv_->capacity_tokens());
 }
 

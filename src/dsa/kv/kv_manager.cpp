@@ -49,14 +49,15 @@ KvManager::KvManager(KvRequirements requirements, KvManagerOptions options)
   if (blocks == 0 && block_bytes > 0) {
     DSA_CHECK(opt_.budget_bytes >= window_bytes + block_bytes,
               "KV manager: budget_bytes = {} is too small: the sliding-window caches and state slots take {} bytes "
-              "(max_requests {}, max_step_tokens {}) and one block of the other caches {} bytes",
+              "(max_requests {}, max_step_tokens {}) and one block of the other caches {} bytes (--kv-cache-memory "
+              "or --gpu-memory-utilization set the budget; --max-num-seqs and --max-num-batched-tokens the first part)",
               opt_.budget_bytes, window_bytes, opt_.max_requests, opt_.max_step_tokens, block_bytes);
     blocks = static_cast<int64_t>((opt_.budget_bytes - window_bytes) / block_bytes);
   } else if (blocks == 0) {
     DSA_CHECK(opt_.budget_bytes >= window_bytes,
-              "KV manager: budget_bytes = {} is too small: the sliding-window caches and state slots take {} bytes",
-              opt_.budget_bytes,
-              window_bytes);
+              "KV manager: budget_bytes = {} is too small: the sliding-window caches and state slots take {} bytes "
+              "(--kv-cache-memory or --gpu-memory-utilization set the budget)",
+              opt_.budget_bytes, window_bytes);
   }
   for (size_t g = 0; g < req_.groups.size(); ++g) {
     if (req_.groups[g].window == 0) pages[g] = blocks;
