@@ -31,7 +31,9 @@ const bool registered = add_command([](CLI::App& app) {
       sub->add_option("--layers", opts->layers, "Layers of the preset checkpoint (0: a default mix of layer kinds)");
       sub->add_option("--batch", opts->batch, "Comma-separated batch sizes (concurrent decoding requests)")
           ->capture_default_str();
-      sub->add_option("--context", opts->context, "Tokens of context of every request when decode is timed")
+      sub->add_option("--context", opts->context,
+                      "Comma-separated tokens of context of every request when decode is timed (K, M suffixes: "
+                      "4K,128K,1M)")
           ->capture_default_str();
       sub->add_option("--on", opts->device_name, "cuda (default) or cpu")->capture_default_str();
     }

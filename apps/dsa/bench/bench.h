@@ -19,7 +19,7 @@ struct Options {
   std::string model, preset;
   int64_t layers = 0;
   std::string batch = "1,8,32,128";
-  int64_t context = 512;
+  std::string context = "512";  // comma-separated; K / M suffixes (x1024, x1048576)
   std::string device_name = "cuda";  // "cpu" runs on the host (tiny presets; a smoke run)
 };
 

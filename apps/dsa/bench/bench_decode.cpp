@@ -1,5 +1,6 @@
 // `dsa bench decode`: decode steps of a whole model through the engine (model runner, device
-// sampling), at several batch sizes after a prompt of --context tokens per request. Per layer kind
+// sampling), at several batch sizes after a prompt of --context tokens per request (several
+// contexts: one table row set per context x batch). Per layer kind
 // (DeepSeek-V4 swa / csa / hca, GLM-5.1 dense / moe) it reports the device time per layer (CUDA
 // events at the model's layer boundaries, median over layers of the kind and timed steps), the
 // layer's weight bytes plus the KV bytes the step reads, the HBM floor of those bytes at the copy
@@ -83,18 +84,26 @@ bool has_routed_experts(const model::ModelConfig& c, int l) {
   return c.n_routed_experts > 0 && (c.arch == model::Arch::DeepseekV4 || l >= c.first_k_dense_replace);
 }
 
-std::vector<int64_t> parse_list(const std::string& s) {
+// A comma-separated list of counts in [1, hi] for `flag`; K and M suffixes multiply by 1024 and
+// 1048576.
+std::vector<int64_t> parse_list(const std::string& s, const char* flag, int64_t hi) {
   std::vector<int64_t> v;
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    DSA_CHECK(!item.empty(), "--batch '{}': empty item", s);
-    size_t used = 0;
-    const long long x = std::stoll(item, &used);
-    DSA_CHECK(used == item.size() && x >= 1 && x <= 4096, "--batch '{}': '{}' is not a batch size in [1, 4096]", s, item);
+    DSA_CHECK(!item.empty(), "{} '{}': empty item", flag, s);
+    int64_t mult = 1;
+    std::string digits = item;
+    if (digits.back() == 'K' || digits.back() == 'k') mult = 1024;
+    if (digits.back() == 'M' || digits.back() == 'm') mult = 1024 * 1024;
+    if (mult > 1) digits.pop_back();
+    const bool numeric = !digits.empty() && digits.size() <= 9 &&
+                         std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    const int64_t x = numeric ? std::stoll(digits) * mult : 0;
+    DSA_CHECK(numeric && x >= 1 && x <= hi, "{} '{}': '{}' is not a count in [1, {}]", flag, s, item, hi);
     v.push_back(x);
   }
-  DSA_CHECK(!v.empty(), "--batch is empty");
+  DSA_CHECK(!v.empty(), "{} is empty", flag);
   return v;
 }
 
@@ -119,7 +128,8 @@ std::vector<Row> run(const Options& o) {
   const Device dev = o.device_name == "cpu" ? Device::cpu() : Device::cuda(o.device);
   DSA_CHECK(o.device_name == "cpu" || o.device_name == "cuda", "--on must be cpu or cuda, got '{}'", o.device_name);
   if (dev.is_cuda()) DSA_CHECK(!cuda_devices().empty(), "bench decode: no CUDA device ({})", cuda_unavailable_reason());
-  DSA_CHECK(o.context >= 1, "--context must be >= 1, got {}", o.context);
+  const std::vector<int64_t> contexts = parse_list(o.context, "--context", int64_t{1} << 21);
+  const int64_t cmax = *std::max_element(contexts.begin(), contexts.end());
   std::string dir = o.model;
   TempCheckpoint tmp;
   std::string preset = o.preset;
@@ -141,7 +151,7 @@ std::vector<Row> run(const Options& o) {
   }
   auto lm = model::load_causal_lm(dir, dev, {.progress = false});
   const model::ModelConfig& c = lm->config();
-  const std::vector<int64_t> batches = parse_list(o.batch);
+  const std::vector<int64_t> batches = parse_list(o.batch, "--batch", 4096);
   const int64_t bmax = *std::max_element(batches.begin(), batches.end());
   const int warm = 2, timed = o.quick ? 3 : 8;
 #ifdef DSA_WITH_CUDA
@@ -152,8 +162,8 @@ std::vector<Row> run(const Options& o) {
   if (copy_gbs > 0) std::printf("measured copy bandwidth %.0f GB/s (read + write)\n", copy_gbs);
   engine::EngineOptions eo;
   eo.max_running = static_cast<int>(bmax);
-  eo.max_step_tokens = std::max<int64_t>(bmax, std::min<int64_t>(bmax * o.context, 8192));
-  eo.max_model_len = o.context + warm + timed + 8;
+  eo.max_step_tokens = std::max<int64_t>(bmax, std::min<int64_t>(bmax * cmax, 8192));
+  eo.max_model_len = cmax + warm + timed + 8;
   engine::Engine eng(*lm, eo);
   eng.runner().set_profiling(true);
   const std::vector<size_t> layer_bytes = lm->layer_weight_bytes();
@@ -161,13 +171,19 @@ std::vector<Row> run(const Options& o) {
   std::mt19937_64 gen(7);
   std::vector<Row> rows;
 
-  for (int64_t B : batches) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;  // (context, batch)
+  for (const int64_t ctx : contexts)
+    for (const int64_t B : batches) shapes.emplace_back(ctx, B);
+  for (const auto& shape : shapes) {
+    const int64_t ctx = shape.first, B = shape.second;
+    // Row names carry the context when several are measured.
+    const std::string tag = contexts.size() > 1 ? fmt::format("ctx={} B={}", ctx, B) : fmt::format("B={}", B);
     engine::SamplingParams sp;
     sp.max_tokens = warm + timed + 4;
     sp.ignore_eos = true;
     std::map<uint64_t, bool> decoding;
     for (int64_t i = 0; i < B; ++i) {
-      std::vector<int32_t> p(static_cast<size_t>(o.context));
+      std::vector<int32_t> p(static_cast<size_t>(ctx));
       for (int32_t& t : p) t = static_cast<int32_t>(gen() % static_cast<uint64_t>(c.vocab_size));
       decoding[eng.add_request(p, sp)] = false;
     }
@@ -216,7 +232,7 @@ std::vector<Row> run(const Options& o) {
           double b = static_cast<double>(layer_bytes[static_cast<size_t>(l)]);
           if (has_routed_experts(c, l)) b -= (c.n_routed_experts - touched_experts(c, B)) * expert_bytes(c);
           wbytes += b;
-          kvbytes += kv_read_bytes(c, l, o.context) * static_cast<double>(B);
+          kvbytes += kv_read_bytes(c, l, ctx) * static_cast<double>(B);
           ++n;
         }
       wbytes /= n;
@@ -225,7 +241,7 @@ std::vector<Row> run(const Options& o) {
       const double floor_us = bytes / (copy_gbs * 1e9) * 1e6;  // at the copy rate (read + write bytes per s)
       kind_us[kind] = us;
       Row r;
-      r.name = fmt::format("B={} {} layer", B, kind);
+      r.name = fmt::format("{} {} layer", tag, kind);
       r.us = us;
       r.gbs = bytes / (us * 1e-6) / 1e9;
       r.roofline_pct = floor_us / us * 100;
@@ -236,7 +252,7 @@ std::vector<Row> run(const Options& o) {
       rows.push_back(r);
     }
     Row s;
-    s.name = fmt::format("B={} step ({} layers)", B, c.num_layers);
+    s.name = fmt::format("{} step ({} layers)", tag, c.num_layers);
     s.us = dev.is_cuda() ? median(device_ms) * 1e3 : median(wall_ms) * 1e3;
     s.extra["host_us"] = median(host_ms) * 1e3;
     s.extra["wall_us"] = median(wall_ms) * 1e3;
@@ -253,7 +269,7 @@ std::vector<Row> run(const Options& o) {
         us += n * (kind_us.count(kind) ? kind_us[kind] : 0);
       }
       Row m;
-      m.name = fmt::format("B={} full model (extrapolated)", B);
+      m.name = fmt::format("{} full model (extrapolated)", tag);
       m.us = us;
       m.extra["tok_s"] = static_cast<double>(B) / (us * 1e-6);
       m.extra["head_us"] = median(head_ms) * 1e3;
