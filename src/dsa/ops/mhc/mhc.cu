@@ -10,7 +10,7 @@
 // collapse_kernel: grid (T, Y + 1), where column block Y (the last) is the Sinkhorn CTA (head: no
 //   Sinkhorn CTA). Every CTA first sums the S partials of token t in slice order (so every CTA
 //   gets bit-identical mix logits; column block 0 writes mix). The Sinkhorn CTA then turns mix
-//   into post/comb (hc = 4: one warp, sinkhorn4_warp; else one thread, the matrix in registers),
+//   into post/comb (hc = 4: one warp, sinkhorn4_warp; else one thread running mhc_math.h),
 //   and writes
 //   them; the other CTAs do not wait for it: y needs only pre = sigmoid(...) + hc_eps, which is
 //   independent of the Sinkhorn. Column blocks 0..Y-1 write y[t][k] = sum_i pre[i] X[t][i][k]:
@@ -23,9 +23,9 @@
 //   out[t][j][k] = post[t][j] f[t][k] + sum_i comb[t][i][j] X[t][i][k]. post/comb come via smem.
 //
 // Accuracy against the CPU reference (double dots): mix within ~1e-5 relative (float partial
-// sums), pre/post within float rounding, comb within ~1e-5 absolute (the Sinkhorn multiplies by
-// one reciprocal per row/column instead of dividing each entry: a few ulp per step over
-// 2 * iters contracting steps), y / yn within one rounding of the output dtype.
+// sums), pre/post within float rounding, comb within ~1e-5 absolute (hc = 4: the Sinkhorn
+// multiplies by one approximate reciprocal per row/column instead of dividing each entry: a few
+// ulp per step over 2 * iters contracting steps), y / yn within one rounding of the output dtype.
 #include "dsa/ops/mhc/mhc_cuda.h"
 #include "dsa/ops/mhc/mhc_math.h"
 #include "dsa/ops/norm/cuda_vec4.cuh"
@@ -94,59 +94,6 @@ __global__ void mix_kernel(MhcPreArgs a, int64_t slice) {
   }
 }
 
-// The Sinkhorn of mhc_math.h's mhc_split_sinkhorn on one thread with comb in registers (HC a
-// compile-time constant, so every loop unrolls). Row/column normalisation multiplies by one
-// correctly rounded reciprocal (1 ulp from the reference's per-entry division) to keep the
-// 2 * iters dependent steps short: this chain is the kernel's critical path.
-template <int HC>
-__device__ void sinkhorn_regs(const float* mix, const float* scale, const float* base, int iters, float eps,
-                              float* post, float* comb) {
-  float c[HC * HC];
-#pragma unroll
-  for (int i = 0; i < HC; ++i) {
-    float m = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < HC; ++j) {
-      c[i * HC + j] = mix[2 * HC + i * HC + j] * scale[2] + base[2 * HC + i * HC + j];
-      m = fmaxf(m, c[i * HC + j]);
-    }
-    float s = 0.0f;
-#pragma unroll
-    for (int j = 0; j < HC; ++j) {
-      c[i * HC + j] = expf(c[i * HC + j] - m);
-      s += c[i * HC + j];
-    }
-#pragma unroll
-    for (int j = 0; j < HC; ++j) c[i * HC + j] = c[i * HC + j] / s + eps;
-  }
-  for (int it = 0; it < iters; ++it) {  // it 0: the first column normalisation only
-    if (it > 0) {
-#pragma unroll
-      for (int i = 0; i < HC; ++i) {
-        float rs = 0.0f;
-#pragma unroll
-        for (int j = 0; j < HC; ++j) rs += c[i * HC + j];
-        const float inv = 1.0f / (rs + eps);
-#pragma unroll
-        for (int j = 0; j < HC; ++j) c[i * HC + j] *= inv;
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < HC; ++j) {
-      float cs = 0.0f;
-#pragma unroll
-      for (int i = 0; i < HC; ++i) cs += c[i * HC + j];
-      const float inv = 1.0f / (cs + eps);
-#pragma unroll
-      for (int i = 0; i < HC; ++i) c[i * HC + j] *= inv;
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < HC; ++i) post[i] = 2.0f * mhc_sigmoid(mix[HC + i] * scale[1] + base[HC + i]);
-#pragma unroll
-  for (int i = 0; i < HC * HC; ++i) comb[i] = c[i];
-}
-
 // hc = 4 (V4), the kernel's critical path: a warp holds comb[i][j] in lane 4i + j (lanes 16..31
 // mirror 0..15); row sums are two xor-shuffle steps (lanes 4i..4i+3), column sums two more
 // (lanes j, j+4, j+8, j+12), so a half-iteration is ~2 shuffles + an approximate reciprocal
@@ -175,21 +122,6 @@ __device__ void sinkhorn4_warp(const float* mix, const float* scale, const float
   }
   if (lane < 16) comb[e] = c;
   if (lane < 4) post[lane] = 2.0f * mhc_sigmoid(mix[4 + lane] * scale[1] + base[4 + lane]);
-}
-
-// hc <= 4 (V4: 4) in registers; wider hc (not used by any model) runs mhc_math.h itself.
-__device__ void sinkhorn_any(int hc, const float* mix, const float* scale, const float* base, int iters, float eps,
-                             float* post, float* comb) {
-  switch (hc) {
-    case 1: return sinkhorn_regs<1>(mix, scale, base, iters, eps, post, comb);
-    case 2: return sinkhorn_regs<2>(mix, scale, base, iters, eps, post, comb);
-    case 3: return sinkhorn_regs<3>(mix, scale, base, iters, eps, post, comb);
-    case 4: return sinkhorn_regs<4>(mix, scale, base, iters, eps, post, comb);
-    default: {
-      float pre[kMhcMaxHc];
-      mhc_split_sinkhorn(mix, scale, base, hc, iters, eps, pre, post, comb);
-    }
-  }
 }
 
 // y columns [4g, 4g+4) of token t: sum_i pre[i] X[t][i][4g..] (elements past d are 0).
@@ -238,8 +170,10 @@ __global__ void __launch_bounds__(kNorm ? kNormThreads : kThreads) collapse_kern
     float* comb = a.comb + t * a.hc * a.hc;
     if (a.hc == 4 && threadIdx.x < 32)
       sinkhorn4_warp(mix_s, a.scale, a.base, a.iters, a.hc_eps, post, comb);
-    else if (a.hc != 4 && threadIdx.x == 0)
-      sinkhorn_any(a.hc, mix_s, a.scale, a.base, a.iters, a.hc_eps, post, comb);
+    else if (a.hc != 4 && threadIdx.x == 0) {  // no model has another hc: mhc_math.h itself
+      float pre[kMhcMaxHc];
+      mhc_split_sinkhorn(mix_s, a.scale, a.base, a.hc, a.iters, a.hc_eps, pre, post, comb);
+    }
     return;
   }
   // 2b. pre (the same expression for the head and the sub-layers)

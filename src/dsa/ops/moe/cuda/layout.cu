@@ -62,6 +62,22 @@ __global__ void permute_kernel(const uint4* x, const int32_t* src_token, int64_t
     xp[r * hv + j] = (t >= 0 && t < T) ? x[t * hv + j] : make_uint4(0, 0, 0, 0);
 }
 
+// Eight consecutive bf16 values (one 16-byte load) widened to float, and eight floats rounded to
+// bf16 in one 16-byte store: the combine kernels' column groups.
+__device__ __forceinline__ void load_bf16x8(const __nv_bfloat16* p, float (&f)[8]) {
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  const __nv_bfloat16* b = reinterpret_cast<const __nv_bfloat16*>(&v);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) f[j] = __bfloat162float(b[j]);
+}
+__device__ __forceinline__ void store_bf16x8(__nv_bfloat16* p, const float (&f)[8]) {
+  uint4 o;
+  __nv_bfloat162* ob = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) ob[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+  *reinterpret_cast<uint4*>(p) = o;
+}
+
 // out[t] = shared[t] + sum_s w[t][s] * y[dst_row[t][s]] (fp32, slot order). CTA (t, chunk):
 // 128 threads, one 8-column vector each (1024 columns per CTA), so T=1 with H=4096 runs on 4
 // CTAs instead of 1 CTA with 2 serial column steps. The k rows and weights go to shared memory
@@ -83,16 +99,8 @@ __global__ void __launch_bounds__(128) combine_kernel(const __nv_bfloat16* y, co
   __syncthreads();
   const int64_t c = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * 8;
   if (c >= H) return;
-  float acc[8];
-  if (shared) {
-    const uint4 v = *reinterpret_cast<const uint4*>(shared + t * H + c);
-    const __nv_bfloat16* b = reinterpret_cast<const __nv_bfloat16*>(&v);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j] = __bfloat162float(b[j]);
-  } else {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j] = 0.f;
-  }
+  float acc[8] = {};
+  if (shared) load_bf16x8(shared + t * H + c, acc);
   for (int s0 = 0; s0 < k; s0 += 8) {
     uint4 v[8];
 #pragma unroll
@@ -109,11 +117,7 @@ __global__ void __launch_bounds__(128) combine_kernel(const __nv_bfloat16* y, co
       for (int j = 0; j < 8; ++j) acc[j] += wsi * __bfloat162float(b[j]);
     }
   }
-  uint4 o;
-  __nv_bfloat162* ob = reinterpret_cast<__nv_bfloat162*>(&o);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) ob[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
-  *reinterpret_cast<uint4*>(out + t * H + c) = o;
+  store_bf16x8(out + t * H + c, acc);
 }
 
 // The older combine, kept for k > 32: one CTA per token, 8 consecutive columns per thread and
@@ -122,30 +126,18 @@ __global__ void combine_any_k_kernel(const __nv_bfloat16* y, const int32_t* dst_
                                __nv_bfloat16* out, int k, int64_t H, int64_t rows_cap) {
   const int64_t t = blockIdx.x;
   for (int64_t c = threadIdx.x * 8; c < H; c += blockDim.x * 8) {
-    float acc[8];
-    if (shared) {
-      const uint4 v = *reinterpret_cast<const uint4*>(shared + t * H + c);
-      const __nv_bfloat16* b = reinterpret_cast<const __nv_bfloat16*>(&v);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] = __bfloat162float(b[j]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] = 0.f;
-    }
+    float acc[8] = {};
+    if (shared) load_bf16x8(shared + t * H + c, acc);
     for (int s = 0; s < k; ++s) {
       const int32_t r = dst_row[t * k + s];
       if (r < 0 || r >= rows_cap) continue;
       const float ws = w[t * k + s];
-      const uint4 v = *reinterpret_cast<const uint4*>(y + r * H + c);
-      const __nv_bfloat16* b = reinterpret_cast<const __nv_bfloat16*>(&v);
+      float v[8];
+      load_bf16x8(y + r * H + c, v);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] += ws * __bfloat162float(b[j]);
+      for (int j = 0; j < 8; ++j) acc[j] += ws * v[j];
     }
-    uint4 o;
-    __nv_bfloat162* ob = reinterpret_cast<__nv_bfloat162*>(&o);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) ob[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
-    *reinterpret_cast<uint4*>(out + t * H + c) = o;
+    store_bf16x8(out + t * H + c, acc);
   }
 }
 
