@@ -36,6 +36,11 @@ const bool registered = add_command([](CLI::App& app) {
                       "4K,128K,1M)")
           ->capture_default_str();
       sub->add_option("--on", opts->device_name, "cuda (default) or cpu")->capture_default_str();
+      sub->add_option("--graphs", opts->graphs,
+                      "CUDA graphs of the decode steps: on, off (eager, as --enforce-eager) or both (each shape "
+                      "measured both ways, for the ratio)")
+          ->check(CLI::IsMember({"on", "off", "both"}))
+          ->capture_default_str();
     }
     auto fn = e.fn;
     auto name = e.name;

@@ -38,7 +38,7 @@ namespace {
 struct Args {
   std::string model, prompt_ids, device = "cpu", prompt_text, tokenizer;
   int max_tokens = 16;
-  bool tune = true;
+  bool tune = true, enforce_eager = false;
   double tune_seconds = 60;
   int show_top = 0;                // > 0: print the K highest logits of every step (debugging divergence)
   int64_t max_step_tokens = 8192;  // prompt chunk of one step
@@ -133,6 +133,7 @@ void run(const Args& a) {
   eo.max_model_len = a.max_model_len > 0 ? a.max_model_len : static_cast<int64_t>(prompt.size()) + a.max_tokens;
   eo.memory.gpu_memory_utilization = a.gpu_memory_utilization;
   eo.memory.kv_cache_bytes = a.kv_cache_memory;
+  eo.cuda_graphs = !a.enforce_eager;
   engine::Engine eng(*lm, eo);
   engine::SamplingParams sp;
   sp.max_tokens = a.max_tokens;
@@ -185,6 +186,8 @@ const bool registered = add_command([](CLI::App& app) {
                   "CUDA: fraction of device memory dsa may use in all (weights + KV cache + activations)")
       ->capture_default_str();
   cmd->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache bytes (overrides --gpu-memory-utilization)");
+  cmd->add_flag("--enforce-eager", a->enforce_eager,
+                "CUDA: run every step eagerly (default: decode steps whose shape repeats replay as CUDA graphs)");
   cmd->callback([a] { run(*a); });
 });
 

@@ -61,7 +61,7 @@ struct Args {
   std::string model, model_pos, host = "127.0.0.1", device = "cpu", name;
   int port = 8000, max_running = 16, threads = 1024;
   int64_t max_step_tokens = 512, max_prefill_chunk = 0, max_model_len = 0;
-  bool tune = true;
+  bool tune = true, enforce_eager = false;
   double tune_seconds = 60;
   std::string tokenizer;  // "" = the model dir's tokenizer.json when present
   bool use_tokenizer = true;
@@ -220,6 +220,7 @@ void run(const Args& args) {
   eo.max_model_len = a.max_model_len;
   eo.memory.gpu_memory_utilization = a.gpu_memory_utilization;
   eo.memory.kv_cache_bytes = a.kv_cache_memory;
+  eo.cuda_graphs = !a.enforce_eager;
   eo.eos_token_ids = eos_ids(a.model);
   if (tok && tok->eos_id() && std::find(eo.eos_token_ids.begin(), eo.eos_token_ids.end(), *tok->eos_id()) ==
                                   eo.eos_token_ids.end())
@@ -289,6 +290,8 @@ const bool registered = add_command([](CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--kv-cache-memory", a->kv_cache_memory,
                   "KV cache bytes (overrides --gpu-memory-utilization; on the CPU the default is 1 GiB)");
+  cmd->add_flag("--enforce-eager", a->enforce_eager,
+                "CUDA: run every step eagerly (default: decode steps whose shape repeats replay as CUDA graphs)");
   cmd->add_option("--max-queue", a->max_queue, "Sequences waiting to run; more: 503 with Retry-After (0: no bound)")
       ->capture_default_str();
   cmd->add_option("--max-request-bytes", a->max_request_bytes, "Largest request body (413 above, unread)")

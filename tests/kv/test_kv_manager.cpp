@@ -41,7 +41,7 @@ TEST(KvManager, AllocateAndRelease) {
   auto m = kv.prepare(positions_batch(5, 0, 100));  // 100 tokens: 2 pages of 64
   EXPECT_EQ(kv.num_cached(5), 100);
   EXPECT_EQ(kv.num_free_pages(0), 6);
-  EXPECT_EQ(row(m.groups[0], 0), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(row(m.groups[0], 0), (std::vector<int32_t>{0, 1, -1, -1}));  // as wide as index_len 256 needs
   EXPECT_EQ(i32s(m.seq_lens), (std::vector<int32_t>{100}));
   EXPECT_EQ(i32s(m.cached_lens), (std::vector<int32_t>{0}));
   EXPECT_EQ(i32s(m.query_start), (std::vector<int32_t>{0, 100}));
@@ -68,6 +68,28 @@ TEST(KvManager, AllocateAndRelease) {
   kv.release(6);
   kv.release(7);
   EXPECT_EQ(kv.num_free_pages(0), 8);
+}
+
+TEST(KvManager, IndexLenBuckets) {
+  // Multiples of max(256, bit_floor(n) / 8): at most max(255, n / 8) over n, never below it.
+  EXPECT_EQ(index_len_bucket(0), 0);
+  EXPECT_EQ(index_len_bucket(1), 256);
+  EXPECT_EQ(index_len_bucket(256), 256);
+  EXPECT_EQ(index_len_bucket(257), 512);
+  EXPECT_EQ(index_len_bucket(2048), 2048);
+  EXPECT_EQ(index_len_bucket(2049), 2304);
+  EXPECT_EQ(index_len_bucket(4097), 4608);
+  EXPECT_EQ(index_len_bucket(1 << 20), 1 << 20);
+  int64_t buckets = 0, prev = -1;
+  for (int64_t n = 1; n <= (1 << 16); ++n) {
+    const int64_t b = index_len_bucket(n);
+    ASSERT_GE(b, n);
+    ASSERT_LE(b, n + std::max<int64_t>(255, n / 8)) << n;
+    ASSERT_GE(b, prev) << n;  // monotone
+    buckets += b != prev;
+    prev = b;
+  }
+  EXPECT_LE(buckets, 8 * 9 + 8);  // about eight per doubling above 2048
 }
 
 TEST(KvManager, StepMustContinueTheCache) {
@@ -104,11 +126,13 @@ TEST(KvManager, BlockTablePaddingAndOrder) {
   auto m = kv.prepare(b);
   EXPECT_EQ(m.request_ids, (std::vector<RequestId>{30, 10, 20}));
   const GroupMetadata& g = m.groups[0];
-  ASSERT_EQ(g.block_table.shape(), (Shape{3, 3}));
+  // The table is as wide as the step's context bucket needs: 130 tokens -> index_len 256 -> 4 pages.
+  EXPECT_EQ(m.index_len, 256);
+  ASSERT_EQ(g.block_table.shape(), (Shape{3, 4}));
   EXPECT_EQ(g.block_table.dtype(), DType::I32);
-  EXPECT_EQ(row(g, 0), (std::vector<int32_t>{0, -1, -1}));
-  EXPECT_EQ(row(g, 1), (std::vector<int32_t>{1, 2, 3}));
-  EXPECT_EQ(row(g, 2), (std::vector<int32_t>{4, -1, -1}));
+  EXPECT_EQ(row(g, 0), (std::vector<int32_t>{0, -1, -1, -1}));
+  EXPECT_EQ(row(g, 1), (std::vector<int32_t>{1, 2, 3, -1}));
+  EXPECT_EQ(row(g, 2), (std::vector<int32_t>{4, -1, -1, -1}));
   EXPECT_EQ(g.num_pages, 16);
   EXPECT_EQ(g.page_size, 64);
   auto req = i32s(m.token_req);
@@ -124,14 +148,14 @@ TEST(KvManager, BlockTablePaddingAndOrder) {
   auto slots = i64s(g.slots);
   auto pos = i32s(m.positions);
   for (int64_t t = 0; t < 204; ++t) EXPECT_EQ(slots[t], reference_slot(g, req[t], pos[t])) << t;
-  // Next step: decode of two of them; the table is only as wide as this batch needs.
+  // Next step: decode of two of them; the table keeps the width of its context bucket.
   Batch d;
   d.add(20, 64, std::vector<int32_t>{42});
   d.add(30, 10, std::vector<int32_t>{43});
   auto m2 = kv.prepare(d);
-  EXPECT_EQ(m2.groups[0].block_table.shape(), (Shape{2, 2}));
-  EXPECT_EQ(row(m2.groups[0], 0), (std::vector<int32_t>{4, 5}));
-  EXPECT_EQ(row(m2.groups[0], 1), (std::vector<int32_t>{0, -1}));
+  EXPECT_EQ(m2.groups[0].block_table.shape(), (Shape{2, 4}));
+  EXPECT_EQ(row(m2.groups[0], 0), (std::vector<int32_t>{4, 5, -1, -1}));
+  EXPECT_EQ(row(m2.groups[0], 1), (std::vector<int32_t>{0, -1, -1, -1}));
   EXPECT_EQ(i32s(m2.token_ids), (std::vector<int32_t>{42, 43}));
   EXPECT_EQ(i64s(m2.groups[0].slots), (std::vector<int64_t>{5 * 64, 10}));
 }
@@ -239,7 +263,12 @@ void check_compressed_chunks(const model::ModelConfig& config, int block, const 
         }
         ++k;
       }
-      EXPECT_EQ(k, et.size());
+      // One row per token; the rows after the step's entries hold -1.
+      EXPECT_EQ(et.size(), static_cast<size_t>(n));
+      for (size_t j = k; j < et.size(); ++j) {
+        EXPECT_EQ(et[j], -1) << "row " << j;
+        EXPECT_EQ(es[j], -1) << "row " << j;
+      }
       p += n;
     }
     return slot_of_pos;

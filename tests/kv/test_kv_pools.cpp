@@ -78,6 +78,7 @@ void run(const model::ModelConfig& config, int block, std::vector<std::pair<int,
       const std::vector<float> rows = gather(pool, slots);
       for (int64_t e = 0; e < E; ++e) {
         const int32_t t = g.entry_tokens.data<int32_t>()[e];
+        if (t < 0) continue;  // a row past its request's entries (slot -1: nothing written)
         const RequestId id = m.request_ids[m.token_req.data<int32_t>()[t]];
         const int64_t entry = (m.positions.data<int32_t>()[t] + 1) / g.ratio - 1;
         expect[{w, id, entry}] = std::vector<float>(rows.begin() + e * dim, rows.begin() + (e + 1) * dim);

@@ -55,8 +55,11 @@ struct Checker {
       const GroupMetadata& gm = m.groups[g];
       const int P = gm.page_size, ratio = gm.ratio;
       // Block table shape and rows.
-      int64_t width = 1;
-      for (const auto& s : segs) width = std::max(width, blocks(g, s.end()));
+      // Block table shape: the width of the step's bucketed context (at least what each row holds).
+      int64_t longest = 0;
+      for (const auto& s : segs) longest = std::max(longest, s.end());
+      ASSERT_EQ(m.index_len, index_len_bucket(longest));
+      const int64_t width = std::max<int64_t>(1, blocks(g, m.index_len));
       ASSERT_EQ(gm.block_table.shape(), (Shape{static_cast<int64_t>(segs.size()), width}));
       std::set<int64_t> step_slots;
       for (size_t r = 0; r < segs.size(); ++r) {
@@ -86,7 +89,11 @@ struct Checker {
           }
         }
       }
-      ASSERT_EQ(gm.entry_tokens.numel(), static_cast<int64_t>(step_slots.size()));
+      // One entry row per token: each request's entries first (in position order), then -1 rows.
+      ASSERT_EQ(gm.entry_tokens.numel(), m.num_tokens());
+      int64_t live = 0;
+      for (int64_t j = 0; j < gm.entry_slots.numel(); ++j) live += gm.entry_slots.data<int64_t>()[j] >= 0;
+      ASSERT_EQ(live, static_cast<int64_t>(step_slots.size()));
     }
     trimmed = cached;  // prepare freed window pages behind every request's length before the step
     check_state();

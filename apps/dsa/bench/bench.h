@@ -20,6 +20,7 @@ struct Options {
   int64_t layers = 0;
   std::string batch = "1,8,32,128";
   std::string context = "512";  // comma-separated; K / M suffixes (x1024, x1048576)
+  std::string graphs = "both";   // decode: "on" (CUDA graphs), "off" (eager) or "both" (each shape twice)
   std::string device_name = "cuda";  // "cpu" runs on the host (tiny presets; a smoke run)
 };
 

@@ -171,13 +171,24 @@ std::vector<Row> run(const Options& o) {
   std::mt19937_64 gen(7);
   std::vector<Row> rows;
 
-  std::vector<std::pair<int64_t, int64_t>> shapes;  // (context, batch)
+  // Graph modes measured: CUDA graphs replayed (the default engine) and/or every step eager.
+  std::vector<bool> modes;
+  if (o.graphs != "off" && dev.is_cuda()) modes.push_back(true);
+  if (o.graphs != "on" || !dev.is_cuda()) modes.push_back(false);
+  struct Shape {
+    int64_t ctx, B;
+    bool graphs;
+  };
+  std::vector<Shape> shapes;
   for (const int64_t ctx : contexts)
-    for (const int64_t B : batches) shapes.emplace_back(ctx, B);
-  for (const auto& shape : shapes) {
-    const int64_t ctx = shape.first, B = shape.second;
-    // Row names carry the context when several are measured.
-    const std::string tag = contexts.size() > 1 ? fmt::format("ctx={} B={}", ctx, B) : fmt::format("B={}", B);
+    for (const int64_t B : batches)
+      for (const bool g : modes) shapes.push_back({ctx, B, g});
+  for (const Shape& shape : shapes) {
+    const int64_t ctx = shape.ctx, B = shape.B;
+    eng.runner().set_graphs(shape.graphs, std::max<int64_t>(bmax, 512));
+    // Row names carry the context when several are measured, the mode when both are.
+    std::string tag = contexts.size() > 1 ? fmt::format("ctx={} B={}", ctx, B) : fmt::format("B={}", B);
+    if (modes.size() > 1) tag += shape.graphs ? " graph" : " eager";
     engine::SamplingParams sp;
     sp.max_tokens = warm + timed + 4;
     sp.ignore_eos = true;
@@ -205,11 +216,13 @@ std::vector<Row> run(const Options& o) {
     }
     std::map<std::string, std::vector<double>> per_kind;
     std::vector<double> device_ms, host_ms, wall_ms, head_ms;
+    int replayed = 0;
     for (int i = 0; i < timed; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       step();
       wall_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       const engine::StepProfile& p = eng.runner().profile();
+      replayed += p.graph == engine::StepProfile::Graph::Replayed;
       host_ms.push_back(p.host_ms);
       if (!dev.is_cuda()) continue;
       device_ms.push_back(p.device_ms);
@@ -258,6 +271,7 @@ std::vector<Row> run(const Options& o) {
     s.extra["wall_us"] = median(wall_ms) * 1e3;
     s.extra["launches"] = nodes;
     if (!capture_error.empty()) s.extra["capture_error"] = capture_error;
+    if (shape.graphs) s.extra["replayed"] = fmt::format("{}/{}", replayed, timed);
     s.extra["tok_s"] = static_cast<double>(B) / (median(wall_ms) * 1e-3);
     rows.push_back(s);
     if (dev.is_cuda()) {

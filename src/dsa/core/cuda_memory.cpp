@@ -1,6 +1,7 @@
 #include "dsa/core/cuda_memory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -68,6 +69,8 @@ void release_locked(DeviceCache& d, int device) {
 }
 
 thread_local StepArena* t_arena = nullptr;
+std::atomic<uint64_t> g_epoch{0};
+void bump_epoch() { g_epoch.fetch_add(1, std::memory_order_relaxed); }
 
 struct ArenaRegistry {
   std::mutex mu;
@@ -100,6 +103,7 @@ StepArena::StepArena(int device, size_t capacity) : device_(device), capacity_((
 }
 
 StepArena::~StepArena() {
+  bump_epoch();
   {
     ArenaRegistry& r = arenas();
     std::lock_guard<std::mutex> lock(r.mu);
@@ -136,6 +140,7 @@ void StepArena::reset() {
   DSA_CHECK(live_ == 0, "step arena on cuda:{}: {} tensors allocated during the last step are still alive (a "
             "workspace that outlives a step must be allocated under cuda_memory::PersistentScope)", device_, live_);
   if (high_ > capacity_) {  // grow between steps to what the largest step needed
+    bump_epoch();
     const size_t want = (high_ + high_ / 8 + 255) / 256 * 256;
     DSA_CUDA_CHECK(cudaSetDevice(device_));
     if (base_) DSA_CUDA_CHECK(cudaFree(base_));
@@ -163,6 +168,7 @@ void* alloc(size_t nbytes, int device) {
   if (nbytes == 0) return nullptr;
   if (t_arena && t_arena->device() == device)
     if (void* p = t_arena->try_alloc(nbytes)) return p;
+  bump_epoch();
   DSA_CUDA_CHECK(cudaSetDevice(device));
   const size_t size = caching_enabled() ? rounded_size(nbytes) : nbytes;
   Caches& c = caches();
@@ -206,6 +212,7 @@ void free(void* p, int device) noexcept {
     a->release(p);
     return;
   }
+  bump_epoch();
   Caches& c = caches();
   std::lock_guard<std::mutex> lock(c.mu);
   DeviceCache& d = c.dev[device];
@@ -233,7 +240,10 @@ CacheStats cache_stats(int device) {
   return c.dev[device].stats;
 }
 
+uint64_t memory_epoch() { return g_epoch.load(std::memory_order_relaxed); }
+
 void release_cached(int device) {
+  bump_epoch();
   Caches& c = caches();
   std::lock_guard<std::mutex> lock(c.mu);
   release_locked(c.dev[device], device);
@@ -300,6 +310,7 @@ PersistentScope::~PersistentScope() = default;
 CacheStats cache_stats(int) { return {}; }
 void release_cached(int) {}
 void reset_peak(int) {}
+uint64_t memory_epoch() { return 0; }
 #endif
 
 }  // namespace dsa::cuda_memory

@@ -46,6 +46,12 @@ void reset_peak(int device);
 // The size a request of n bytes occupies (the rounding above); exposed for tests.
 size_t rounded_size(size_t n);
 
+// A counter that changes whenever device memory outside a step arena changes hands: every alloc()
+// or free() not served by an arena (workspaces created or grown, an arena's overflow) and every
+// arena growth. A captured CUDA graph holds raw addresses; it stays valid only while the epoch it
+// was captured under is current (engine/step_graphs.h). Process-wide, so conservative.
+uint64_t memory_epoch();
+
 }  // namespace dsa::cuda_memory
 
 namespace dsa::cuda_memory {

@@ -64,6 +64,8 @@ Engine::Engine(model::CausalLM& lm, EngineOptions options) : lm_(lm), opt_(std::
             how, kv_->capacity_tokens(), max_model_len_);
   lm_.reserve(opt_.max_step_tokens, opt_.max_running);
   runner_ = std::make_unique<ModelRunner>(lm_, *kv_);
+  if (!opt_.cuda_graphs) runner_->set_graphs(false);
+  else if (runner_->graphs()) runner_->set_graphs(true, opt_.graph_max_tokens);
   if (opt_.log_capacity)
     log_info("KV cache: {:.2f} GiB ({}) holds {} tokens of context = {} concurrent requests of {} tokens (max_running "
              "{}, max_step_tokens {})",

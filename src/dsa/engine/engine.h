@@ -53,6 +53,8 @@ struct EngineOptions {
   int64_t kv_blocks = 0;           // > 0: exactly this many pages per unbounded cache group (tests)
   std::vector<int32_t> eos_token_ids;  // stop every request unless it sets ignore_eos
   bool log_capacity = true;        // one start-up log line with the KV capacity
+  bool cuda_graphs = true;         // CUDA: replay repeated step shapes as graphs (false: --enforce-eager)
+  int64_t graph_max_tokens = 512;  // steps with more tokens always run eagerly (prefill)
 
   void validate() const;  // throws dsa::Error naming the field and value
 };

@@ -1,11 +1,15 @@
 #include "dsa/engine/model_runner.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include <chrono>
 
 #include "dsa/core/error.h"
+#include "dsa/core/log.h"
+#include "dsa/core/trace.h"
 #ifdef DSA_WITH_CUDA
 #include <cuda_runtime.h>
 
@@ -21,6 +25,25 @@ namespace {
 constexpr size_t kAlign = 16;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 constexpr size_t kInitialArena = 64u << 20;  // grows to the largest step's need
+
+// The words that fix a step's kernels and arguments (step_graphs.h): the memory epoch, the
+// addresses of the upload twin and of the step's outputs, the host-side sizes the forward reads,
+// and the shape and dtype of every uploaded tensor (which also fixes their offsets in the twin).
+ShapeKey step_key(const kv::BatchMetadata& meta, const std::vector<Tensor*>& up, bool timed, const Tensor& logits,
+                  const Tensor& ids) {
+  ShapeKey k;
+  k.add(cuda_memory::memory_epoch()).add(timed).add(meta.num_tokens()).add(meta.num_requests());
+  k.add(static_cast<uint64_t>(meta.index_len));
+  k.add(reinterpret_cast<uintptr_t>(logits.raw())).add(reinterpret_cast<uintptr_t>(ids.raw()));
+  for (const Tensor* t : up) {
+    k.add(t->defined());
+    if (!t->defined()) continue;
+    k.add(reinterpret_cast<uintptr_t>(t->raw())).add(static_cast<uint64_t>(t->dtype())).add(t->dim());
+    for (int64_t d : t->shape()) k.add(static_cast<uint64_t>(d));
+  }
+  for (const kv::GroupMetadata& g : meta.groups) k.add(static_cast<uint64_t>(g.num_pages));
+  return k;
+}
 
 }  // namespace
 
@@ -65,6 +88,7 @@ struct ModelRunner::Events : model::StepMarker {
   std::vector<cudaEvent_t> points;
   cudaEvent_t start = nullptr, end = nullptr;
   int used = 0;
+  bool external = false;  // recording into a graph being captured (event nodes that replays fire)
   Events() {
     DSA_CUDA_CHECK(cudaEventCreate(&start));
     DSA_CUDA_CHECK(cudaEventCreate(&end));
@@ -80,7 +104,8 @@ struct ModelRunner::Events : model::StepMarker {
       DSA_CUDA_CHECK(cudaEventCreate(&e));
       points.push_back(e);
     }
-    DSA_CUDA_CHECK(cudaEventRecord(points[static_cast<size_t>(point)], DSA_CURRENT_STREAM));
+    DSA_CUDA_CHECK(cudaEventRecordWithFlags(points[static_cast<size_t>(point)], DSA_CURRENT_STREAM,
+                                            external ? cudaEventRecordExternal : cudaEventRecordDefault));
     used = std::max(used, point + 1);
   }
 #else
@@ -95,10 +120,17 @@ ModelRunner::ModelRunner(model::CausalLM& lm, kv::KvManager& kv) : lm_(lm), kv_(
     stream_ = std::make_unique<cuda_stream::Stream>(dev.index);
     arena_ = std::make_unique<cuda_memory::StepArena>(dev.index, kInitialArena);
     up_ = std::make_unique<Upload>(dev);
+    const char* env = std::getenv("DSA_CUDA_GRAPHS");  // 0: every step eager (debugging)
+    if (!(env && std::string(env) == "0")) graphs_ = std::make_unique<StepGraphs>();
   }
 }
 
 ModelRunner::~ModelRunner() = default;
+
+void ModelRunner::set_graphs(bool on, int64_t max_tokens) {
+  graphs_.reset();
+  if (on && lm_.device().is_cuda()) graphs_ = std::make_unique<StepGraphs>(64, max_tokens);
+}
 
 StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest>& rows) {
   const auto t_start = std::chrono::steady_clock::now();
@@ -183,16 +215,36 @@ StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest
   const bool timed = profiling_ && dev.is_cuda();
   profile_ = StepProfile{};
 #ifdef DSA_WITH_CUDA
+  cudaStream_t s = DSA_CURRENT_STREAM;
   if (timed) {
     if (!events_) events_ = std::make_unique<Events>();
     events_->used = 0;
-    DSA_CUDA_CHECK(cudaEventRecord(events_->start, DSA_CURRENT_STREAM));
+    DSA_CUDA_CHECK(cudaEventRecord(events_->start, s));
     in.marker = events_.get();
   }
-  if (count_nodes_ && dev.is_cuda()) {
+  // Which way the step runs (step_graphs.h): replay a graph of its shape, capture one, or eagerly.
+  ShapeKey key;
+  const StepGraphs::Graph* graph = nullptr;
+  bool capture = false;
+  if (dev.is_cuda() && graphs_ && meta.num_tokens() <= graphs_->max_tokens() && !trace_enabled()) {
+    key = step_key(meta, up, timed, logits, ids);
+    graph = graphs_->find(key);
+    capture = !graph && graphs_->seen(key);
+  }
+  if (graph) {
     count_nodes_ = false;
-    in.marker = nullptr;  // no events inside the capture
-    cudaStream_t s = DSA_CURRENT_STREAM;
+    DSA_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph->exec), s));
+    if (timed) events_->used = graph->markers;
+    profile_.graph_nodes = graph->nodes;
+    profile_.graph = StepProfile::Graph::Replayed;
+    ++graphs_->stats().replays;
+  } else if (capture || count_nodes_) {
+    const bool count_only = !capture;
+    count_nodes_ = false;
+    if (count_only) in.marker = nullptr;  // profiling capture: no events inside, the graph is not kept
+    if (timed && !count_only) events_->external = true;
+    const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t epoch = cuda_memory::memory_epoch();
     DSA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
     std::string err;
     try {
@@ -200,28 +252,62 @@ StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest
     } catch (const std::exception& e) {
       err = e.what();
     }
-    cudaGraph_t graph = nullptr;
-    const cudaError_t ec = cudaStreamEndCapture(s, &graph);
+    if (timed) events_->external = false;
+    cudaGraph_t g = nullptr;
+    const cudaError_t ec = cudaStreamEndCapture(s, &g);
     if (err.empty() && ec != cudaSuccess) err = cudaGetErrorString(ec);
     cudaGetLastError();
+    // A workspace created or grown while capturing may have moved memory earlier nodes use.
+    if (err.empty() && cuda_memory::memory_epoch() != epoch) err = "device memory changed hands during the capture";
+    cudaGraphExec_t exec = nullptr;
+    size_t n = 0;
     if (err.empty()) {
-      size_t n = 0;
-      DSA_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
+      DSA_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &n));
+      const cudaError_t ei = cudaGraphInstantiate(&exec, g, 0);
+      if (ei != cudaSuccess) {
+        err = cudaGetErrorString(ei);
+        cudaGetLastError();
+        exec = nullptr;
+      }
+    }
+    if (g) cudaGraphDestroy(g);
+    if (err.empty()) {
       profile_.graph_nodes = static_cast<int64_t>(n);
-      cudaGraphExec_t exec = nullptr;
-      DSA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
       DSA_CUDA_CHECK(cudaGraphLaunch(exec, s));
-      DSA_CUDA_CHECK(cudaStreamSynchronize(s));  // profiling only: the exec is destroyed next
-      cudaGraphExecDestroy(exec);
+      if (count_only) {
+        DSA_CUDA_CHECK(cudaStreamSynchronize(s));  // profiling only: the exec is destroyed next
+        cudaGraphExecDestroy(exec);
+      } else {
+        StepGraphs::Graph kept{exec, static_cast<int64_t>(n), timed ? events_->used : 0};
+        graphs_->insert(key, kept);
+        profile_.graph = StepProfile::Graph::Captured;
+        StepGraphStats& st = graphs_->stats();
+        if (st.captures++ == 0)
+          log_info("CUDA graphs: first decode graph captured ({} tokens, {} requests, {} nodes)", meta.num_tokens(),
+                   meta.num_requests(), n);
+        st.capture_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      }
     } else {
       profile_.capture_error = err;
+      if (!count_only) {
+        ++graphs_->stats().dropped;
+        graphs_->stats().last_capture_error = err;
+      }
+      if (timed) {
+        events_->used = 0;
+        in.marker = events_.get();
+      }
+      compute();  // the step still runs, eagerly
     }
-    if (graph) cudaGraphDestroy(graph);
-    if (!err.empty()) compute();  // the step still runs, eagerly
   } else {
+    const uint64_t epoch = cuda_memory::memory_epoch();
     compute();
+    if (graphs_ && !key.words().empty()) {
+      ++graphs_->stats().eager;
+      if (cuda_memory::memory_epoch() == epoch) graphs_->mark_seen(key);  // same memory after: replayable shape
+    }
   }
-  if (timed) DSA_CUDA_CHECK(cudaEventRecord(events_->end, DSA_CURRENT_STREAM));
+  if (timed) DSA_CUDA_CHECK(cudaEventRecord(events_->end, s));
 #else
   compute();
 #endif

@@ -12,6 +12,7 @@
 //   4. the sampler runs on the device (ops/sampling) and the token ids come back in one
 //      device-to-host copy: the step's only host wait. Rows that ask for their logits (logprobs,
 //      host-side penalties) get them in one more copy.
+// Steps 3-4 of a step whose shape repeats (decode) run as one CUDA graph (step_graphs.h).
 // On the CPU the same steps run without the copies (the metadata is already on the host).
 #pragma once
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include "dsa/core/cuda_memory.h"
 #include "dsa/core/cuda_stream.h"
 #include "dsa/core/tensor.h"
+#include "dsa/engine/step_graphs.h"
 #include "dsa/kv/batch.h"
 #include "dsa/kv/kv_manager.h"
 #include "dsa/model/causal_lm.h"
@@ -50,6 +52,7 @@ struct StepProfile {
   std::vector<double> points_ms;  // CUDA: device time of each marker point (model/step_inputs.h) from the forward start
   int64_t graph_nodes = -1;       // kernels, copies and memsets of forward + sampling (stream capture); -1 = not counted
   std::string capture_error;      // why the capture failed, when it did
+  enum class Graph { None, Captured, Replayed } graph = Graph::None;  // how the step ran (CUDA graphs on)
 };
 
 class ModelRunner {
@@ -67,6 +70,10 @@ class ModelRunner {
   // count_nodes the next step is captured as a CUDA graph (which must succeed for a step that
   // never waits for the host), its nodes counted, and the graph launched to run the step.
   void set_profiling(bool on) { profiling_ = on; }
+  // CUDA graphs of repeated step shapes (step_graphs.h), on by default on CUDA; off = every step
+  // eager (--enforce-eager). max_tokens: larger steps always run eagerly.
+  void set_graphs(bool on, int64_t max_tokens = 512);
+  const StepGraphs* graphs() const { return graphs_.get(); }
   void count_nodes_next_step() { count_nodes_ = true; }
   const StepProfile& profile() const { return profile_; }
 
@@ -86,6 +93,7 @@ class ModelRunner {
   bool profiling_ = false, count_nodes_ = false;
   StepProfile profile_;
   std::unique_ptr<Events> events_;
+  std::unique_ptr<StepGraphs> graphs_;  // last: its graphs go before the memory they point into
 };
 
 }  // namespace dsa::engine

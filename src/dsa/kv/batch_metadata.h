@@ -11,18 +11,24 @@
 //   query_start  i32 [R + 1] tokens of request r are [query_start[r], query_start[r + 1])
 //   cached_lens  i32 [R]     tokens of request r in the cache before this step (= its first position)
 //   seq_lens     i32 [R]     tokens of request r in the cache after this step
+//   index_len    (host)      the context length index lists are sized for: max_seq_len rounded up
+//                to a bucket (index_len_bucket below); kernels read each token's own position, so
+//                a longer list only holds more -1 entries
 //   state_slots  i32 [R]     the request's slot in every state pool (kv/cache_spec.h)
 // Per cache group g (same order as KvManager::groups(); pool.group indexes it):
 //   block_table  i32 [R][max_blocks]  page of logical block b of request r, -1 where the request
-//                holds no page (past its end, or freed behind the sliding window); max_blocks =
-//                max over the batch of ceil(entries after the step / page_size), at least 1.
+//                holds no page (past its end, behind the sliding window, or beyond what it holds);
+//                max_blocks = ceil((index_len / ratio) / page_size), at least 1 (so the width, like
+//                index_len, changes only when a context crosses a bucket).
 //                Exactly ops::BlockTable{block_table, page_size, num_pages} of ops/sparse_index.
 //   slots        i64 [T]     global slot of the entry token t writes (kv_insert's `slots`), -1 when
 //                it writes none (ratio m > 1: only tokens with (pos + 1) % m == 0 write one)
-//   entry_tokens i32 [E]     compact form for compressors: the token index of each entry written
-//   entry_slots  i64 [E]     ... and its slot (E = number of tokens with slot != -1)
-//   entry_start  i32 [R + 1] entries of request r are rows [entry_start[r], entry_start[r + 1])
-//                of entry_tokens / entry_slots (requests in batch order, entries in position order)
+//   entry_tokens i32 [T]     form for compressors, one row per token of the batch: request r owns
+//   entry_slots  i64 [T]     rows [entry_start[r], entry_start[r + 1]) = its token rows; its k-th
+//   entry_start  i32 [R + 1] entry of the step (position order) is row entry_start[r] + k, holding
+//                the token index that closes it and its slot; the rows after its entries hold -1
+//                in both (nothing to write). So the shapes depend on T and R alone, never on how
+//                many entries a step closes (what a CUDA graph of a decode step needs).
 // Slot of request-local entry index i (docs/kv-cache.md):
 //   block_table[r][i / page_size] * page_size + i % page_size; entry i of ratio m is written by
 //   position (i + 1) * m - 1. Slots are < num_pages * page_size <= 2^31 - 1.
@@ -45,12 +51,17 @@ struct GroupMetadata {
   Tensor entry_tokens;
   Tensor entry_slots;
   Tensor entry_start;
-  int64_t num_entries() const { return entry_tokens.defined() ? entry_tokens.size(0) : 0; }
+  int64_t entry_rows() const { return entry_tokens.defined() ? entry_tokens.size(0) : 0; }  // = T
 };
+
+// The bucket a context length falls in: n rounded up to a multiple of max(256, bit_floor(n) / 8)
+// (at most max(255, n / 8) more than n: eight buckets per doubling above 2048), 0 for n <= 0.
+int64_t index_len_bucket(int64_t n);
 
 struct BatchMetadata {
   std::vector<RequestId> request_ids;  // [R] (host)
-  int64_t max_seq_len = 0;             // max of seq_lens, on the host (sizes index lists without a sync)
+  int64_t max_seq_len = 0;             // max of seq_lens, on the host
+  int64_t index_len = 0;               // index_len_bucket(max_seq_len): sizes index lists without a sync
   Tensor token_ids;
   Tensor token_req;
   Tensor positions;

@@ -345,6 +345,8 @@ BatchMetadata KvManager::build_metadata(const Batch& batch, const std::vector<Ba
     }
   }
 
+  m.index_len = index_len_bucket(m.max_seq_len);
+
   for (int g = 0; g < static_cast<int>(req_.groups.size()); ++g) {
     const CacheGroupSpec& c = req_.groups[g];
     GroupMetadata gm;
@@ -352,20 +354,27 @@ BatchMetadata KvManager::build_metadata(const Batch& batch, const std::vector<Ba
     gm.page_size = c.page_size;
     gm.window = c.window;
     gm.num_pages = alloc_[g].num_pages();
-    int64_t width = 1;
-    for (const Batch::Segment& s : segs) width = std::max(width, blocks_for(g, s.end()));
+    const int64_t width = std::max<int64_t>(1, blocks_for(g, m.index_len));
     gm.block_table = i32({R, width});
     int32_t* bt = gm.block_table.data<int32_t>();
     std::fill(bt, bt + R * width, -1);
     gm.slots = i64({T});
-    std::vector<int32_t> entry_tokens;
-    std::vector<int64_t> entry_slots;
     gm.entry_start = i32({R + 1});
+    gm.entry_tokens = i32({T});
+    gm.entry_slots = i64({T});
+    int32_t* et = gm.entry_tokens.data<int32_t>();
+    int64_t* es = gm.entry_slots.data<int64_t>();
+    std::fill(et, et + T, -1);
+    std::fill(es, es + T, -1);
     for (int64_t r = 0; r < R; ++r) {
-      gm.entry_start.data<int32_t>()[r] = static_cast<int32_t>(entry_tokens.size());
       const Batch::Segment& s = segs[r];
+      gm.entry_start.data<int32_t>()[r] = static_cast<int32_t>(s.first);
       const std::vector<int32_t>& blocks = req(s.id).blocks[g];
+      DSA_CHECK(static_cast<int64_t>(blocks.size()) <= width,
+                "KV manager: internal error: request {} holds {} blocks of group {}, the table is {} wide", s.id,
+                blocks.size(), g, width);
       std::copy(blocks.begin(), blocks.end(), bt + r * width);
+      int64_t row = s.first;  // the request's next entry row
       for (int64_t t = s.first; t < s.first + s.count; ++t) {
         const int64_t pos = batch.position[t];
         int64_t slot = -1;
@@ -374,18 +383,14 @@ BatchMetadata KvManager::build_metadata(const Batch& batch, const std::vector<Ba
           const int32_t page = blocks[e / c.page_size];
           DSA_CHECK(page >= 0, "KV manager: internal error: entry {} of request {} has no page", e, s.id);
           slot = static_cast<int64_t>(page) * c.page_size + e % c.page_size;
-          entry_tokens.push_back(static_cast<int32_t>(t));
-          entry_slots.push_back(slot);
+          et[row] = static_cast<int32_t>(t);
+          es[row] = slot;
+          ++row;
         }
         gm.slots.data<int64_t>()[t] = slot;
       }
     }
-    const int64_t E = static_cast<int64_t>(entry_tokens.size());
-    gm.entry_start.data<int32_t>()[R] = static_cast<int32_t>(E);
-    gm.entry_tokens = i32({E});
-    gm.entry_slots = i64({E});
-    std::copy(entry_tokens.begin(), entry_tokens.end(), gm.entry_tokens.data<int32_t>());
-    std::copy(entry_slots.begin(), entry_slots.end(), gm.entry_slots.data<int64_t>());
+    gm.entry_start.data<int32_t>()[R] = static_cast<int32_t>(T);
     m.groups.push_back(std::move(gm));
   }
   return m;

@@ -1,6 +1,6 @@
 // What the engine's model runner hands a model forward for one step: the KV manager (the pools
 // and state pools the model declared, owned by the engine) and the step's metadata as DEVICE
-// tensors (kv/batch_metadata.h; host-side sizes such as num_tokens() and max_seq_len are plain
+// tensors (kv/batch_metadata.h; host-side sizes such as num_tokens() and index_len are plain
 // fields). A forward reads these and never copies device data back to the host, never loops
 // over the requests of the batch on the host, and takes its temporaries from the step arena
 // (core/cuda_memory.h), so a step costs no host synchronisation.

@@ -39,10 +39,12 @@ void compress_into_cache(const CompressorWeights& w, int ratio, int64_t head_dim
   b.cached_lens = m.cached_lens;
   b.entry_start = g.entry_start;
   // The KV manager allotted slots to exactly the entries these tokens close (entry i at position
-  // (i + 1) * ratio - 1), request by request: its entry rows are the compressor's output rows.
-  Tensor entries = Tensor::empty({g.num_entries(), head_dim}, DType::BF16, dev);
+  // (i + 1) * ratio - 1), request by request: its entry rows are the compressor's output rows, one
+  // per token (kv/batch_metadata.h); rows past a request's entries are not written and their slot
+  // is -1, so the insert skips them. Both launches run whether or not any entry closes (fixed
+  // shapes for a captured decode step).
+  Tensor entries = Tensor::empty({g.entry_rows(), head_dim}, DType::BF16, dev);
   ops::compressor_forward_batch(cfg, b, kv, score, w.ape, w.norm, entries);
-  if (g.num_entries() == 0) return;
   formats::kv_insert({.format = indexer ? formats::KvFormat::Indexer : formats::KvFormat::Model1,
                       .page_size = pool.page_size,
                       .cache = pool.data,
@@ -66,17 +68,18 @@ Tensor indexer_select(const LayerWeights& w, int layer, const Step& s, const Ten
   const kv::GroupMetadata& g = m.groups.at(static_cast<size_t>(keys_pool.group));
   const ops::IndexerParams ip = ops::IndexerParams::v4(topk, nh, hd, 4);
   Tensor local = Tensor::empty({T, topk}, DType::I32, dev);
-  // Every token scores its own request's keys straight from the FP8 key cache; N is the most
-  // entries any token of the step sees.
+  // Every token scores its own request's keys straight from the FP8 key cache; N bounds the
+  // entries any token of the step sees (the step's bucketed context: each token is limited by its
+  // own position, so the extra candidates are never visible).
   paged_indexer_topk(q3, {keys_pool.data, keys_pool.page_size, g.block_table, m.token_req}, weights, m.positions, ip,
-                     m.max_seq_len / 4, local);
+                     m.index_len / 4, local);
   Tensor idx = Tensor::empty({T, topk}, DType::I32, dev);
   ops::topk_to_global_slots({.local = local, .token_req = m.token_req, .blocks = blocks_of(g), .slots = idx});
   return idx;
 }
 
 Tensor hca_indices(int ratio, int layer, const Step& s) {
-  const int64_t K = s.meta().max_seq_len / ratio;
+  const int64_t K = s.meta().index_len / ratio;  // bucketed: slots past a token's visible entries are -1
   if (K == 0) return Tensor();
   const kv::GroupMetadata& g = s.group(layer, attn::CacheRole::Compressed);
   Tensor idx = Tensor::empty({s.tokens(), K}, DType::I32, s.device);

@@ -53,7 +53,7 @@ void run_indexer(const IndexerWeights& w, int layer, const Tensor& x, const Tens
   Tensor local = Tensor::empty({T, cfg.index_topk}, DType::I32, dev);
   const ops::IndexerParams ip = ops::IndexerParams::glm(cfg.index_topk, Hi, D);
   paged_indexer_topk(qi, {keys.data, keys.page_size, step.blocks.table, step.token_seg}, weights, step.positions, ip,
-                     step.max_seq_len, local);
+                     step.index_len, local);
 
   ops::TopkToSlotsParams tp;
   tp.local = local;

@@ -172,7 +172,7 @@ void Model::forward(const StepInputs& in, const Tensor& logits) {
   Step step;
   step.in = &in;
   step.tokens = T;
-  step.max_seq_len = md.max_seq_len;
+  step.index_len = md.index_len;
   step.positions = md.positions;
   step.token_seg = md.token_req;
   step.slots = g.slots;

@@ -14,7 +14,7 @@ namespace dsa::model::glm5 {
 struct Step {
   const StepInputs* in = nullptr;
   int64_t tokens = 0;
-  int64_t max_seq_len = 0;        // host: the longest request after this step
+  int64_t index_len = 0;          // host: the longest request after this step, bucketed (kv/batch_metadata.h)
   Tensor positions;               // i32 [T] (model device)
   Tensor token_seg;               // i32 [T] request row of each token (row of blocks.table)
   Tensor slots;                   // i64 [T] global slot of each token's position in the "tokens" group

@@ -6,10 +6,11 @@
 // state_slots[r] of a state pool (kv::StatePool: u8 [slots * compressor_state_bytes(cfg)], each
 // slot = f32 kv rows then f32 score rows, the layout of CompressorState); a request with
 // cached_lens[r] == 0 starts from an empty state (the op initialises the slot, so the engine
-// never clears state memory). The entries request r emits go to rows
-// [entry_start[r], entry_start[r + 1]) of entries_out (the KV manager's entry_start of the
-// compressed cache group, whose slots receive them): the count must equal what the compressor
-// emits (checked on the CPU; the CUDA kernel never writes past a request's rows).
+// never clears state memory). The k-th entry request r emits goes to row entry_start[r] + k of
+// entries_out (the KV manager's entry_start of the compressed cache group, one row per token,
+// whose slots receive them); rows of the request past its entries are left unwritten. A request
+// must have at least as many rows as it emits entries (checked on the CPU; the CUDA kernel never
+// writes past a request's rows).
 //
 // CPU: a loop over the requests calling compressor_forward on views of their state slots (the
 // reference). CUDA: one kernel, one CTA of head_dim threads per request, that runs the state

@@ -62,8 +62,8 @@ struct PagedIndexerKeys {
 };
 
 // indexer_scores over the paged keys of each token's own request, dequantized exactly as
-// kv_gather does (e4m3 * scale): scores [T][N] f32, N = the most entries any token of the step
-// sees (known on the host, e.g. max_seq_len / ratio). Entry e of token t is scored when
+// kv_gather does (e4m3 * scale): scores [T][N] f32, N >= the most entries any token of the step
+// sees (known on the host, e.g. the step's bucketed index_len / ratio). Entry e of token t is scored when
 // e < (pos + 1) / ratio and its page exists (a missing page, a page >= the cache's page count or
 // an entry past the block table give -inf, on both devices); every other entry gets -inf.
 // q: [T][H][128] f32|bf16, weights [T][H] f32|bf16, positions [T] i32|i64. CUDA: H <= 64.
