@@ -42,6 +42,12 @@ TEST(StepGraphs, KeysAreComparedWholeAndTheLeastRecentGoesFirst) {
   ShapeKey a2;  // same words: same key
   a2.add(1).add(2);
   EXPECT_NE(g.find(a2), nullptr);
+  g.mark_seen(b);
+  EXPECT_TRUE(g.seen(b));
+  g.mark_failed(b);  // a key whose capture failed is not captured again
+  EXPECT_FALSE(g.seen(b));
+  g.mark_seen(b);
+  EXPECT_FALSE(g.seen(b));
   g.clear();
   EXPECT_EQ(g.size(), 0);
   EXPECT_FALSE(g.seen(a));
@@ -71,24 +77,20 @@ Schedule drive(model::CausalLM& lm, bool graphs, int64_t kv_blocks) {
   Engine e(lm, o);
   const int64_t V = lm.config().vocab_size;
   const auto prompts = random_prompts({9, 40, 3, 17, 5}, V, 11);
-  std::vector<SamplingParams> ps(5);
-  ps[0].max_tokens = 150;
-  ps[0].ignore_eos = true;
-  ps[1].max_tokens = 40;
-  ps[1].temperature = 0.8;
-  ps[1].top_k = 20;
-  ps[1].seed = 5;
-  ps[1].ignore_eos = true;
-  ps[2].max_tokens = 70;
-  ps[2].logprobs = 2;
-  ps[2].ignore_eos = true;
-  ps[3].max_tokens = 60;
-  ps[3].temperature = 1.0;
-  ps[3].top_p = 0.9;
-  ps[3].seed = 9;
-  ps[3].ignore_eos = true;
-  ps[4].max_tokens = 30;
-  ps[4].ignore_eos = true;
+  auto params = [](int64_t max_tokens, double temperature, int64_t top_k, double top_p, uint64_t seed, int logprobs) {
+    SamplingParams p;
+    p.max_tokens = max_tokens;
+    p.temperature = temperature;
+    p.top_k = top_k;
+    p.top_p = top_p;
+    if (temperature > 0) p.seed = seed;
+    p.logprobs = logprobs;
+    p.ignore_eos = true;
+    return p;
+  };
+  const std::vector<SamplingParams> ps{params(150, 0, 0, 1, 0, -1), params(40, 0.8, 20, 1, 5, -1),
+                                       params(70, 0, 0, 1, 0, 2), params(60, 1.0, 0, 0.9, 9, -1),
+                                       params(30, 0, 0, 1, 0, -1)};
   Schedule r;
   r.tokens.resize(5);
   r.logprobs.resize(5);

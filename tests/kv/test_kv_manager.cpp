@@ -411,7 +411,7 @@ TEST(KvManager, CudaPoolsOnDeviceMetadataOnHost) {
   kv.add_request(1);
   auto m = kv.prepare(positions_batch(1, 0, 70));
   EXPECT_FALSE(m.groups[0].block_table.device().is_cuda());  // the runner uploads it
-  EXPECT_EQ(row(m.groups[0], 0), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(row(m.groups[0], 0), (std::vector<int32_t>{0, 1, -1, -1}));  // index_len 256: 4 pages wide
   EXPECT_EQ(m.groups[0].slots.data<int64_t>()[69], 69);
 }
 

@@ -113,7 +113,7 @@ class Engine {
   const model::ModelConfig& config() const { return lm_.config(); }
   const EngineOptions& options() const { return opt_; }
   const kv::KvManager& kv() const { return *kv_; }
-  ModelRunner& runner() { return *runner_; }  // profiling (dsa bench decode)
+  ModelRunner& runner() { return *runner_; }  // profiling (dsa bench decode), graph statistics
   std::vector<kv::KvUsage> kv_usage() const { return kv_->usage(); }
   // Context tokens the KV cache holds, and how many requests of max_model_len fit at once.
   int64_t capacity_tokens() const { return kv_->capacity_tokens(); }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include <chrono>
@@ -132,6 +133,66 @@ void ModelRunner::set_graphs(bool on, int64_t max_tokens) {
   if (on && lm_.device().is_cuda()) graphs_ = std::make_unique<StepGraphs>(64, max_tokens);
 }
 
+#ifdef DSA_WITH_CUDA
+bool ModelRunner::capture_step(const std::function<void()>& compute, const ShapeKey* keep, bool events,
+                               const kv::BatchMetadata& meta) {
+  cudaStream_t s = DSA_CURRENT_STREAM;
+  if (events) events_->external = true;  // the markers become event nodes that every replay fires
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t epoch = cuda_memory::memory_epoch();
+  DSA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+  std::string err;
+  try {
+    compute();
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  if (events) events_->external = false;
+  cudaGraph_t g = nullptr;
+  const cudaError_t ec = cudaStreamEndCapture(s, &g);
+  if (err.empty() && ec != cudaSuccess) err = cudaGetErrorString(ec);
+  cudaGetLastError();
+  // A workspace created or grown while capturing may have moved memory that earlier nodes use.
+  const bool moved = err.empty() && cuda_memory::memory_epoch() != epoch;
+  if (moved) err = "device memory changed hands during the capture";
+  cudaGraphExec_t exec = nullptr;
+  size_t n = 0;
+  if (err.empty()) {
+    DSA_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &n));
+    if (const cudaError_t ei = cudaGraphInstantiate(&exec, g, 0); ei != cudaSuccess) {
+      err = cudaGetErrorString(ei);
+      cudaGetLastError();
+      exec = nullptr;
+    }
+  }
+  if (g) cudaGraphDestroy(g);
+  if (!err.empty()) {
+    profile_.capture_error = err;
+    if (keep) {
+      ++graphs_->stats().dropped;
+      graphs_->stats().last_capture_error = err;
+      if (!moved) graphs_->mark_failed(*keep);
+    }
+    return false;
+  }
+  profile_.graph_nodes = static_cast<int64_t>(n);
+  DSA_CUDA_CHECK(cudaGraphLaunch(exec, s));
+  if (!keep) {
+    DSA_CUDA_CHECK(cudaStreamSynchronize(s));  // profiling only: the exec is destroyed next
+    cudaGraphExecDestroy(exec);
+    return true;
+  }
+  graphs_->insert(*keep, {exec, static_cast<int64_t>(n), events ? events_->used : 0});
+  profile_.graph = StepProfile::Graph::Captured;
+  StepGraphStats& st = graphs_->stats();
+  if (st.captures++ == 0)
+    log_info("CUDA graphs: first decode graph captured ({} tokens, {} requests, {} nodes)", meta.num_tokens(),
+             meta.num_requests(), n);
+  st.capture_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return true;
+}
+#endif
+
 StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest>& rows) {
   const auto t_start = std::chrono::steady_clock::now();
   const Device dev = lm_.device();
@@ -207,7 +268,7 @@ StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest
   Tensor ids = Tensor::empty({N}, DType::I32, dev);
   Tensor wanted;
   if (!want.empty()) wanted = Tensor::empty({static_cast<int64_t>(want.size()), V}, DType::F32, dev);
-  auto compute = [&] {
+  const std::function<void()> compute = [&] {
     lm_.forward(in, logits);
     ops::sample_tokens(logits, sampling, ids);
     if (wanted.defined()) ops::embed_rows(logits, want_rows, wanted);
@@ -242,57 +303,7 @@ StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest
     const bool count_only = !capture;
     count_nodes_ = false;
     if (count_only) in.marker = nullptr;  // profiling capture: no events inside, the graph is not kept
-    if (timed && !count_only) events_->external = true;
-    const auto t0 = std::chrono::steady_clock::now();
-    const uint64_t epoch = cuda_memory::memory_epoch();
-    DSA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    std::string err;
-    try {
-      compute();
-    } catch (const std::exception& e) {
-      err = e.what();
-    }
-    if (timed) events_->external = false;
-    cudaGraph_t g = nullptr;
-    const cudaError_t ec = cudaStreamEndCapture(s, &g);
-    if (err.empty() && ec != cudaSuccess) err = cudaGetErrorString(ec);
-    cudaGetLastError();
-    // A workspace created or grown while capturing may have moved memory earlier nodes use.
-    if (err.empty() && cuda_memory::memory_epoch() != epoch) err = "device memory changed hands during the capture";
-    cudaGraphExec_t exec = nullptr;
-    size_t n = 0;
-    if (err.empty()) {
-      DSA_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &n));
-      const cudaError_t ei = cudaGraphInstantiate(&exec, g, 0);
-      if (ei != cudaSuccess) {
-        err = cudaGetErrorString(ei);
-        cudaGetLastError();
-        exec = nullptr;
-      }
-    }
-    if (g) cudaGraphDestroy(g);
-    if (err.empty()) {
-      profile_.graph_nodes = static_cast<int64_t>(n);
-      DSA_CUDA_CHECK(cudaGraphLaunch(exec, s));
-      if (count_only) {
-        DSA_CUDA_CHECK(cudaStreamSynchronize(s));  // profiling only: the exec is destroyed next
-        cudaGraphExecDestroy(exec);
-      } else {
-        StepGraphs::Graph kept{exec, static_cast<int64_t>(n), timed ? events_->used : 0};
-        graphs_->insert(key, kept);
-        profile_.graph = StepProfile::Graph::Captured;
-        StepGraphStats& st = graphs_->stats();
-        if (st.captures++ == 0)
-          log_info("CUDA graphs: first decode graph captured ({} tokens, {} requests, {} nodes)", meta.num_tokens(),
-                   meta.num_requests(), n);
-        st.capture_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      }
-    } else {
-      profile_.capture_error = err;
-      if (!count_only) {
-        ++graphs_->stats().dropped;
-        graphs_->stats().last_capture_error = err;
-      }
+    if (!capture_step(compute, count_only ? nullptr : &key, timed && !count_only, meta)) {
       if (timed) {
         events_->used = 0;
         in.marker = events_.get();

@@ -16,6 +16,7 @@
 // On the CPU the same steps run without the copies (the metadata is already on the host).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,11 @@ class ModelRunner {
  private:
   struct Upload;  // the pinned mirror and its device twin
   struct Events;  // profiling events
+  // Captures compute() on the runner's stream, instantiates and launches it; keeps the graph
+  // under *keep (nullptr: count its nodes and drop it). False when the capture failed or device
+  // memory changed hands meanwhile (profile_.capture_error says why): nothing ran, run it eagerly.
+  bool capture_step(const std::function<void()>& compute, const ShapeKey* keep, bool events,
+                    const kv::BatchMetadata& meta);
   model::CausalLM& lm_;
   kv::KvManager& kv_;
   std::unique_ptr<cuda_stream::Stream> stream_;

@@ -31,12 +31,19 @@ const StepGraphs::Graph* StepGraphs::find(const ShapeKey& key) {
 
 bool StepGraphs::seen(const ShapeKey& key) const {
   auto it = seen_.find(key.hash());
-  return it != seen_.end() && it->second == key;
+  if (it == seen_.end() || !(it->second == key)) return false;
+  auto f = failed_.find(key.hash());
+  return f == failed_.end() || !(f->second == key);
 }
 
 void StepGraphs::mark_seen(const ShapeKey& key) {
   if (seen_.size() >= kMaxSeen) seen_.clear();  // bounded: a forgotten key only costs one more eager step
   seen_.insert_or_assign(key.hash(), key);
+}
+
+void StepGraphs::mark_failed(const ShapeKey& key) {
+  if (failed_.size() >= kMaxSeen) failed_.clear();
+  failed_.insert_or_assign(key.hash(), key);
 }
 
 void StepGraphs::erase(uint64_t hash) {
@@ -66,6 +73,7 @@ void StepGraphs::clear() {
   graphs_.clear();
   lru_.clear();
   seen_.clear();
+  failed_.clear();
 }
 
 }  // namespace dsa::engine

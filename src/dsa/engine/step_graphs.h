@@ -11,7 +11,8 @@
 // Policy (ModelRunner::run): a key's first step runs eagerly and marks the key seen; its second is
 // captured (stream capture of the forward + sampler), instantiated and launched; later ones replay.
 // A capture during which the memory epoch changed (a workspace grew while capturing) is dropped
-// and the step runs eagerly. Steps over `max_tokens` tokens (prefill) always run eagerly. At most
+// and the step runs eagerly (the next epoch's key starts over); a capture that fails otherwise
+// marks its key as never to be captured again. Steps over `max_tokens` tokens (prefill) always run eagerly. At most
 // `capacity` graphs are kept, the least recently used dropped first; the memory they hold is only
 // their node parameters (all buffers are the arena's or persistent workspaces').
 #pragma once
@@ -70,8 +71,11 @@ class StepGraphs {
   int64_t max_tokens() const { return max_tokens_; }
   // The cached graph of `key` (most recently used now), or nullptr.
   const Graph* find(const ShapeKey& key);
-  bool seen(const ShapeKey& key) const;
+  bool seen(const ShapeKey& key) const;  // seen eagerly and never failed to capture
   void mark_seen(const ShapeKey& key);
+  // A capture of `key` failed for a reason other than moving memory: it is not tried again (its
+  // steps run eagerly), so an op that cannot be captured costs one failed capture, not one per step.
+  void mark_failed(const ShapeKey& key);
   // Takes ownership of `g.exec`.
   const Graph* insert(const ShapeKey& key, Graph g);
   void clear();
@@ -90,7 +94,7 @@ class StepGraphs {
   int64_t max_tokens_;
   std::unordered_map<uint64_t, Entry> graphs_;  // by key hash (one graph per hash)
   std::list<uint64_t> lru_;                     // hashes, front = most recent
-  std::unordered_map<uint64_t, ShapeKey> seen_;
+  std::unordered_map<uint64_t, ShapeKey> seen_, failed_;
   StepGraphStats stats_;
 };
 

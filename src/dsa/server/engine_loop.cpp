@@ -133,6 +133,10 @@ void EngineLoop::publish() {
   stats_.running = static_cast<int64_t>(engine_.num_running());
   stats_.waiting = static_cast<int64_t>(engine_.num_waiting());
   stats_.preemptions = engine_.num_preemptions();
+  if (const engine::StepGraphs* g = engine_.runner().graphs()) {
+    stats_.graph_captures = g->stats().captures;
+    stats_.graph_replays = g->stats().replays;
+  }
   try {
     auto kv = engine_.kv_usage();
     std::lock_guard lk(kv_mu_);

@@ -59,6 +59,7 @@ class RequestStream {
 // Counters the loop thread publishes after every step (read by /metrics from any thread).
 struct LoopStats {
   std::atomic<int64_t> running{0}, waiting{0}, preemptions{0}, steps{0};
+  std::atomic<int64_t> graph_captures{0}, graph_replays{0};  // CUDA graphs of decode steps (engine/step_graphs.h)
   std::atomic<int64_t> prompt_tokens{0}, generated_tokens{0};
   std::atomic<int64_t> finished[5] = {0, 0, 0, 0, 0};  // by engine::FinishReason
 };

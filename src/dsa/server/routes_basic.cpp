@@ -30,6 +30,10 @@ std::string metrics_text(const ServerContext& ctx) {
   w.counter("dsa_preemptions_total", "Sequences preempted because the KV cache was full.",
             static_cast<double>(st.preemptions));
   w.counter("dsa_engine_steps_total", "Engine steps (forwards).", static_cast<double>(st.steps));
+  w.counter("dsa_cuda_graph_captures_total", "Step shapes captured as CUDA graphs.",
+            static_cast<double>(st.graph_captures));
+  w.counter("dsa_cuda_graph_replays_total", "Engine steps replayed from a CUDA graph.",
+            static_cast<double>(st.graph_replays));
   w.counter("dsa_prompt_tokens_total", "Prompt tokens of finished sequences.", static_cast<double>(st.prompt_tokens));
   w.counter("dsa_generation_tokens_total", "Generated tokens.", static_cast<double>(st.generated_tokens));
   for (engine::FinishReason r : {engine::FinishReason::Stop, engine::FinishReason::Length, engine::FinishReason::Abort,
