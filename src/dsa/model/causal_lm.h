@@ -14,6 +14,7 @@
 #include "dsa/kv/cache_spec.h"
 #include "dsa/model/config.h"
 #include "dsa/model/step_inputs.h"
+#include "dsa/parallel/communicator.h"
 
 namespace dsa::model {
 
@@ -39,6 +40,8 @@ class CausalLM {
 
 struct LoadModelOptions {
   bool progress = true;  // loading progress bar on stderr
+  // Tensor parallelism: load this rank's shard (docs/parallelism.md); null = the whole model.
+  parallel::Communicator* comm = nullptr;
 };
 
 // Loads a checkpoint directory (config.json + safetensors) onto `device` and returns the model of

@@ -409,6 +409,7 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
   } else if (opt.arch == "glm_moe_dsa") {
     auto d = opt.preset == "tiny" ? tiny_glm5_dims() : preset_glm5_dims(opt.preset);
     if (opt.vocab > 0) d.vocab = opt.vocab;
+    if (opt.intermediate > 0) d.moe_inter = d.dense_inter = opt.intermediate;
     if (opt.layers > 0) {
       d.layers = opt.layers;
       d.indexer_full.resize(static_cast<size_t>(d.layers), true);

@@ -27,6 +27,9 @@ struct TinyOptions {
   std::string preset = "tiny";
   int64_t layers = 0;
   int64_t vocab = 0;         // > 0: this vocabulary size instead of the preset's (a tokenizer's size)
+  // > 0 (glm_moe_dsa): the dense and MoE intermediate sizes instead of the preset's (tensor-parallel
+  // tests: each rank's slice must be a multiple of 128, e.g. 512 for 4 ranks)
+  int64_t intermediate = 0;
   bool fast_fill = false;    // cheap pseudo-random bytes instead of quantized normal weights
   bool verbose = false;      // a line per shard on stderr
   uint64_t seed = 0;

@@ -10,6 +10,7 @@
 #include "dsa/core/log.h"
 #include "dsa/core/trace.h"
 #include "dsa/model/common/head_padding.h"
+#include "dsa/model/glm5/sharding.h"
 #include "dsa/ops/linear/linear.h"
 #include "dsa/ops/norm/norm.h"
 #include "dsa/ops/tensor/tensor_ops.h"
@@ -113,11 +114,17 @@ Model::Model(const std::string& dir, Device device, const Options& opt) : device
   lo.device = Device::cpu();  // memory-mapped; build_weights reshapes and moves to `device`
   lo.progress = false;
   const LoadedWeights lw = load_glm5(dir, lo, &dims_);
+  const int tp = opt.comm ? opt.comm->size() : 1;
+  const int64_t local_heads = tp_local_heads(dims_, tp);  // checked before the weights are built
   w_ = build_weights(lw, dims_, device, opt.absorbed_dtype);
+  if (tp > 1) {
+    shard_weights(w_, dims_, opt.comm->rank(), tp);
+    comm_ = opt.comm;
+  }
 
   AttentionConfig& a = attn_cfg_;
-  a.heads = dims_.heads;
-  a.heads_padded = padded_heads(dims_.heads, "glm5");
+  a.heads = local_heads;
+  a.heads_padded = padded_heads(local_heads, "glm5");
   a.qk_nope = dims_.qk_nope;
   a.qk_rope = dims_.qk_rope;
   a.v_head = dims_.v_head;
@@ -193,9 +200,13 @@ void Model::forward(const StepInputs& in, const Tensor& logits) {
     const kv::KvPool& pool = in.pool(static_cast<int>(l), attn::CacheRole::Latent);
     cache.page_size = pool.page_size;
     cache.data = pool.data;
-    ops::add_into(x, attention_block(L, static_cast<int>(l), h, attn_cfg_, *attn_impl_, cache, step));
+    Tensor attn = attention_block(L, static_cast<int>(l), h, attn_cfg_, *attn_impl_, cache, step);
+    if (comm_) comm_->all_reduce_sum(attn);  // row-parallel o_proj: the ranks' partial sums
+    ops::add_into(x, attn);
     ops::rms_norm(x, L.post_attn_norm, h, rms);
-    ops::add_into(x, mlp_block(L, h, mlp_cfg_, moe_ws_));
+    Tensor mlp = mlp_block(L, h, mlp_cfg_, moe_ws_);
+    if (comm_) comm_->all_reduce_sum(mlp);  // row-parallel down projections
+    ops::add_into(x, mlp);
     if (trace_enabled()) trace_tensor(fmt::format("glm5.layer{}.x", l), x);
   }
 

@@ -1,0 +1,38 @@
+// Tensor-parallel shards cut out of full weights: ranges of rows or columns copied into new
+// contiguous tensors, with the quantization scale blocks that cover them (FP8 128x128, MXFP4
+// 1x32). The forwards' sharding plans (glm5/sharding.h, docs/parallelism.md) are written with
+// these. For now the ranks cut their shard from the fully loaded weights; loading only the shard
+// from the memory-mapped checkpoint is left for later.
+#pragma once
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "dsa/core/tensor.h"
+#include "dsa/ops/linear/linear.h"
+#include "dsa/ops/moe/expert_gemm.h"
+
+namespace dsa::model {
+
+struct Range {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+// Rank's equal part of an extent n; throws naming `what` unless size divides n.
+Range rank_range(int64_t n, int rank, int size, std::string_view what);
+
+// The ranges of t along dim, concatenated in order, as a new contiguous tensor on t's device.
+Tensor gather_ranges(const Tensor& t, int64_t dim, const std::vector<Range>& ranges);
+
+// Expert weights [E][N][K] (ops/moe layouts) keeping the rows (N) or the columns (K) in
+// `ranges`. A range that cuts a scale block (FP8: 128 rows or columns, MXFP4: 32 columns)
+// throws naming `what`.
+ops::ExpertWeights expert_rows(const ops::ExpertWeights& w, const std::vector<Range>& ranges, std::string_view what);
+ops::ExpertWeights expert_cols(const ops::ExpertWeights& w, const std::vector<Range>& ranges, std::string_view what);
+
+// An FP8 block-scaled linear [N][K] keeping rows or columns (blocks of 128 as above).
+ops::Fp8BlockWeight fp8_rows(const ops::Fp8BlockWeight& w, const std::vector<Range>& ranges, std::string_view what);
+ops::Fp8BlockWeight fp8_cols(const ops::Fp8BlockWeight& w, const std::vector<Range>& ranges, std::string_view what);
+
+}  // namespace dsa::model

@@ -1,0 +1,25 @@
+// GLM-5.1 tensor parallelism (docs/parallelism.md): the shard of one rank of `size`.
+//   split by heads:   q_b_proj rows, w_uk / w_uv (the absorbed kv_b_proj), the per-head attention
+//   row-parallel:     o_proj (its input columns of the rank's heads) -> partial sum, all-reduced
+//   column-parallel:  gate/up of the dense MLP, the shared expert and every routed expert (the
+//                     rank's slice of each intermediate dim); down_proj row-parallel over the
+//                     same slice -> partial sum, all-reduced (one all-reduce per MLP / MoE)
+//   replicated:       embedding, q_a / kv_a (the latent KV is per token, so every rank writes its
+//                     own full copy of the latent cache), norms, indexer, router, LM head
+#pragma once
+#include <cstdint>
+
+#include "dsa/model/glm5/weights.h"
+#include "dsa/model/weights/glm5.h"
+
+namespace dsa::model::glm5 {
+
+// The attention heads of each rank; throws naming the head count unless size divides it.
+int64_t tp_local_heads(const weights::Glm5Dims& d, int size);
+
+// Replaces the split weights of `w` (the full model) by rank's shard; the replicated ones stay.
+// Throws dsa::Error naming the weight when `size` does not divide a split dim, or when a rank's
+// intermediate slice is not a multiple of 128 (the down GEMM's K, and the FP8 scale blocks).
+void shard_weights(Weights& w, const weights::Glm5Dims& d, int rank, int size);
+
+}  // namespace dsa::model::glm5
