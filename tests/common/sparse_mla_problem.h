@@ -1,12 +1,75 @@
-// A small GLM-form sparse-MLA problem shared by the attention and tuning tests: T tokens, H heads,
-// an fp8_ds_mla cache of 2 pages of 64 filled through the formats insert op, 64 indices per token
-// with -1 and out-of-range entries, and the CPU reference output.
+// Random sparse-MLA problems for the tests (the one generator the sparse-MLA, attention and tuning
+// tests share): paged caches filled with valid random bytes (written through kv_layout.h offsets)
+// plus the exact dequantized value of every slot, scattered pages of several requests, index lists
+// with -1 entries, duplicates, out-of-range slots and partial lengths. (Benchmarks and the tuner
+// fill caches with ops/sparse_mla/random_cache.h instead: valid bytes, no truth, no awkward cases.)
 #pragma once
+#include <cstdint>
+#include <vector>
+
 #include "common/testing.h"
+#include "dsa/core/device.h"
 #include "dsa/ops/sparse_mla/sparse_mla.h"
 
 namespace dsa::test {
 
+struct CacheData {
+  ops::PagedKvCache cache;  // host bytes
+  std::vector<float> truth;  // [num_slots][d_qk] exact dequantized values
+  int requests = 0;
+  int ctx = 0;                              // tokens per request
+  std::vector<std::vector<int32_t>> table;  // [request][block] -> page
+  int32_t slot_of(int req, int pos) const {
+    return table[req][pos / cache.page_size] * cache.page_size + pos % cache.page_size;
+  }
+};
+
+// Fills a cache of `requests` x `ctx` tokens on randomly permuted pages (plus spare pages).
+// pow2_scales: fp8_ds_mla scales are powers of two (MODEL1 always is); else arbitrary fp32.
+CacheData make_cache(ops::KvCacheKind kind, int page_size, int requests, int ctx, bool pow2_scales, Rng& rng);
+
+struct Form {
+  ops::KvCacheKind kind = ops::KvCacheKind::Fp8DsMla;
+  int H = 64;
+  int64_t T = 1;
+  int main_page = 64, main_k = 128;
+  bool extra = false;
+  int extra_page = 64, extra_k = 128;
+  bool sink = false;
+  bool pow2 = true;       // power-of-two scales (fp8_ds_mla)
+  bool awkward = true;    // -1, duplicates, out-of-range, partial and empty rows
+};
+
+struct Problem {
+  Form form;
+  CacheData main, extra;
+  Tensor q, main_idx, main_len, extra_idx, extra_len, sink;  // host tensors
+  float scale = 0.f;
+  // Params on `dev` (inputs copied there), writing to o/lse (which must live on dev).
+  ops::SparseMlaParams params(Device dev, Tensor o, Tensor lse) const;
+};
+Problem make_problem(const Form& f, Rng& rng);
+
+// Brute force from the truth arrays in double (independent of the reference's byte decoding).
+// o_abs (optional): sum_j w_j |v_j[d]| with the final softmax weights w (sink included), the
+// natural scale of rounding errors in o: a kernel that rounds each weight (bf16 P) or each V
+// value (bf16 K/V for arbitrary scales) by a relative e errs by at most e * o_abs.
+// s_abs (optional): per (token, head) max_j softmax_scale * sum_d |q_d k_j[d]|, the scale of
+// score errors when K is rounded (bf16 unit roundoff 2^-8 => |d lse| <= 2^-8 * s_abs).
+void brute_force(const Problem& p, std::vector<double>& o, std::vector<double>& lse,
+                 std::vector<double>* o_abs = nullptr, std::vector<double>* s_abs = nullptr);
+
+// Compares o (bf16) / lse (f32) against expected values; o tolerance atol + rtol*|ref|
+// (+ abs_rtol * o_abs[i] when o_abs is given).
+// Reports the first mismatches; NaN never passes; -inf lse must match exactly.
+::testing::AssertionResult close_to(const Tensor& o, const Tensor& lse, const std::vector<double>& o_ref,
+                                    const std::vector<double>& lse_ref, double o_atol, double o_rtol, double lse_atol,
+                                    const std::vector<double>* o_abs = nullptr, double abs_rtol = 0.0,
+                                    const std::vector<double>* s_abs = nullptr, double s_rtol = 0.0);
+std::vector<double> to_double(const Tensor& t);  // bf16 / f32 host tensor -> double
+
+// A small GLM-form problem for the attention and tuning tests: T tokens, H heads, an fp8_ds_mla
+// cache in pages of 64, 64 awkward indices per token (make_problem's), and the CPU reference.
 struct SparseMlaProblem {
   ops::SparseMlaParams p;  // host tensors; p.o and p.lse poisoned
   Tensor o_ref, lse_ref;   // sparse_mla_reference on the same inputs

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "problem.h"
+#include "common/sparse_mla_problem.h"
 
 namespace dsa::test {
 namespace {

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "dsa/core/dtype_conv.h"
-#include "problem.h"
+#include "common/sparse_mla_problem.h"
 
 namespace dsa::test {
 namespace {
