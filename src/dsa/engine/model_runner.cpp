@@ -17,6 +17,7 @@
 #include "dsa/core/cuda_check.h"
 #endif
 #include "dsa/ops/sampling/sampling.h"
+#include "dsa/ops/tactics/tactic_chooser.h"
 #include "dsa/ops/tensor/tensor_ops.h"
 
 namespace dsa::engine {
@@ -28,12 +29,14 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 constexpr size_t kInitialArena = 64u << 20;  // grows to the largest step's need
 
 // The words that fix a step's kernels and arguments (step_graphs.h): the memory epoch, the
-// addresses of the upload twin and of the step's outputs, the host-side sizes the forward reads,
-// and the shape and dtype of every uploaded tensor (which also fixes their offsets in the twin).
+// installed tactics' generation, the addresses of the upload twin and of the step's outputs, the
+// host-side sizes the forward reads, and the shape and dtype of every uploaded tensor (which also
+// fixes their offsets in the twin).
 ShapeKey step_key(const kv::BatchMetadata& meta, const std::vector<Tensor*>& up, bool timed, const Tensor& logits,
                   const Tensor& ids) {
   ShapeKey k;
-  k.add(cuda_memory::memory_epoch()).add(timed).add(meta.num_tokens()).add(meta.num_requests());
+  k.add(cuda_memory::memory_epoch()).add(ops::tactic_chooser_generation()).add(timed);
+  k.add(meta.num_tokens()).add(meta.num_requests());
   k.add(static_cast<uint64_t>(meta.index_len));
   k.add(reinterpret_cast<uintptr_t>(logits.raw())).add(reinterpret_cast<uintptr_t>(ids.raw()));
   for (const Tensor* t : up) {

@@ -4,9 +4,10 @@
 // (kv/batch_metadata.h) have sizes that depend only on the tokens, requests and the bucketed
 // context (index_len), every temporary comes from the step arena (same addresses for the same
 // sequence of allocations), and no kernel argument is read from the host per step. So two steps
-// with the same shape key and the same memory epoch (core/cuda_memory.h: no workspace created,
-// grown or freed in between) launch the same kernels with the same arguments, and the second can
-// be replayed from a graph captured from the first.
+// with the same shape key, the same memory epoch (core/cuda_memory.h: no workspace created,
+// grown or freed in between) and the same installed tactics (ops/tactics/tactic_chooser.h)
+// launch the same kernels with the same arguments, and the second can be replayed from a graph
+// captured from the first.
 //
 // Policy (ModelRunner::run): a key's first step runs eagerly and marks the key seen; its second is
 // captured (stream capture of the forward + sampler), instantiated and launched; later ones replay.

@@ -15,6 +15,7 @@ struct Slot {
   std::mutex mu;
   std::shared_ptr<const TacticChooser> chooser;
   std::atomic<bool> installed{false};  // lets calls without a chooser skip the mutex
+  std::atomic<uint64_t> generation{0};
 };
 Slot& slot() {
   static Slot s;
@@ -47,7 +48,10 @@ void install_tactic_chooser(std::shared_ptr<const TacticChooser> c) {
   if (c) log_debug("tactic chooser installed: {}", c->describe());
   s.installed.store(c != nullptr, std::memory_order_release);
   s.chooser = std::move(c);
+  s.generation.fetch_add(1, std::memory_order_release);
 }
+
+uint64_t tactic_chooser_generation() { return slot().generation.load(std::memory_order_acquire); }
 
 void clear_tactic_chooser() { install_tactic_chooser(nullptr); }
 

@@ -51,6 +51,9 @@ class TacticChooser {
 void install_tactic_chooser(std::shared_ptr<const TacticChooser> c);
 void clear_tactic_chooser();
 std::shared_ptr<const TacticChooser> active_tactic_chooser();
+// Changes on every install / clear: a captured CUDA graph holds the tactics chosen when it was
+// captured, so the model runner's graph keys include it (a tactic change recaptures).
+uint64_t tactic_chooser_generation();
 
 // The tactic a default-tactic call should run: the chooser's answer when one is installed and
 // the answer is valid for these params, else -1. Records the choice (tactic_choice_stats).
