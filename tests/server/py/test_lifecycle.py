@@ -15,6 +15,18 @@ import openai
 import serve_fixture
 
 
+def engine_requests(url):
+    """dsa_requests_running + dsa_requests_waiting from /metrics."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    n = 0
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("dsa_requests_running", "dsa_requests_waiting"):
+            n += int(float(value))
+    return n
+
+
 class LifecycleTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -75,7 +87,14 @@ class LifecycleTest(unittest.TestCase):
 
         ts = threading.Thread(target=short_request)
         ts.start()
-        time.sleep(0.2)
+        # SIGTERM only once the engine holds the short request (a request still being read when
+        # the drain starts is refused with 503, by design): /metrics counts it running or waiting
+        # beside the open streams, or it already finished.
+        deadline = time.time() + 30
+        while "r" not in short and time.time() < deadline:
+            if engine_requests(s.url) > len(streams):
+                break
+            time.sleep(0.02)
         t0 = time.time()
         s.proc.send_signal(signal.SIGTERM)
         ts.join(30)
