@@ -100,7 +100,7 @@ ModelRunner::ModelRunner(model::CausalLM& lm, kv::KvManager& kv) : lm_(lm), kv_(
 
 ModelRunner::~ModelRunner() = default;
 
-StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest>& rows) {
+StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest>& rows, const StepExtras* extras) {
   const auto t_start = std::chrono::steady_clock::now();
   const Device dev = lm_.device();
   const int64_t V = lm_.config().vocab_size;
@@ -109,7 +109,9 @@ StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest
   for (const RowRequest& r : rows)
     DSA_CHECK(r.token >= 0 && r.token < batch.num_tokens(), "model runner: row token {} outside the batch of {}",
               r.token, batch.num_tokens());
-  kv::BatchMetadata meta = kv_.prepare(batch);
+  const bool draft = extras != nullptr && extras->draft;
+  kv::BatchMetadata meta = draft ? kv_.draft_metadata(batch) : kv_.prepare(batch);
+  Tensor hidden_rows = extras != nullptr ? extras->hidden_rows : Tensor();  // re-pointed to the device below
 
   // Host-side step inputs: the rows to compute, their sampling rules, the rows whose logits return.
   std::vector<int32_t> want;
@@ -133,6 +135,7 @@ StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest
   up.push_back(&logit_rows);
   up.push_back(&sampling);
   up.push_back(&want_rows);
+  up.push_back(&hidden_rows);
   if (dev.is_cuda()) {
     // One pinned mirror, one asynchronous copy; the tensors become views of the device twin.
     size_t total = 0;
@@ -171,12 +174,20 @@ StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest
   in.kv = &kv_;
   in.meta = &meta;
   in.logit_rows = logit_rows;
+  if (extras != nullptr) {
+    in.hidden_out = extras->hidden_out;
+    in.hidden_src = extras->hidden_src;
+    in.hidden_rows = hidden_rows;
+  }
   Tensor logits = Tensor::empty({N, V}, DType::F32, dev);
   Tensor ids = Tensor::empty({N}, DType::I32, dev);
   Tensor wanted;
   if (!want.empty()) wanted = Tensor::empty({static_cast<int64_t>(want.size()), V}, DType::F32, dev);
   auto compute = [&] {
-    lm_.forward(in, logits);
+    if (draft)
+      lm_.draft(in, logits);
+    else
+      lm_.forward(in, logits);
     ops::sample_tokens(logits, sampling, ids);
     if (wanted.defined()) ops::embed_rows(logits, want_rows, wanted);
   };

@@ -133,6 +133,9 @@ void EngineLoop::publish() {
   stats_.running = static_cast<int64_t>(engine_.num_running());
   stats_.waiting = static_cast<int64_t>(engine_.num_waiting());
   stats_.preemptions = engine_.num_preemptions();
+  stats_.spec_verify_steps = engine_.spec_stats().verify_steps;
+  stats_.spec_drafted = engine_.spec_stats().drafted;
+  stats_.spec_accepted = engine_.spec_stats().accepted;
   try {
     auto kv = engine_.kv_usage();
     std::lock_guard lk(kv_mu_);

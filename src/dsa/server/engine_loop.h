@@ -59,6 +59,8 @@ class RequestStream {
 // Counters the loop thread publishes after every step (read by /metrics from any thread).
 struct LoopStats {
   std::atomic<int64_t> running{0}, waiting{0}, preemptions{0}, steps{0};
+  // Speculative decoding (engine/speculative.h SpecStats)
+  std::atomic<int64_t> spec_verify_steps{0}, spec_drafted{0}, spec_accepted{0};
   std::atomic<int64_t> prompt_tokens{0}, generated_tokens{0};
   std::atomic<int64_t> finished[5] = {0, 0, 0, 0, 0};  // by engine::FinishReason
 };
