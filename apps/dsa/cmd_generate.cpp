@@ -45,6 +45,7 @@ struct Args {
   int64_t max_model_len = 0;       // 0: prompt + max_tokens
   double gpu_memory_utilization = 0.9;
   size_t kv_cache_memory = 0;
+  int speculative_tokens = 0;      // MTP drafts per step (docs/speculative-decoding.md)
 };
 
 // Greedy choice; a NaN / Inf logit (broken weights or arithmetic) is an error, not token 0.
@@ -134,6 +135,7 @@ void run(const Args& a) {
   eo.memory.gpu_memory_utilization = a.gpu_memory_utilization;
   eo.memory.kv_cache_bytes = a.kv_cache_memory;
   eo.cuda_graphs = !a.enforce_eager;
+  eo.speculative_tokens = a.speculative_tokens;
   engine::Engine eng(*lm, eo);
   engine::SamplingParams sp;
   sp.max_tokens = a.max_tokens;
@@ -159,6 +161,14 @@ void run(const Args& a) {
   std::printf("load %.2f s; prefill %zu tokens %.1f ms (%.1f tok/s); decode %d tokens %.1f ms (%.2f tok/s) on %s\n",
               load_s, prompt.size(), prefill_ms, prompt.size() / (prefill_ms / 1e3), a.max_tokens - 1, decode_s * 1e3,
               a.max_tokens > 1 ? (a.max_tokens - 1) / decode_s : 0.0, lm->device().str().c_str());
+  if (a.speculative_tokens > 0) {
+    const engine::SpecStats& st = eng.spec_stats();
+    std::printf("speculative: %d tokens per step; %lld drafted, %lld accepted (acceptance rate %.3f), mean accepted "
+                "length %.2f over %lld verify steps, %lld rollbacks\n",
+                a.speculative_tokens, static_cast<long long>(st.drafted), static_cast<long long>(st.accepted),
+                st.acceptance_rate(), st.mean_accepted_length(), static_cast<long long>(st.verify_steps),
+                static_cast<long long>(st.rollbacks));
+  }
 }
 
 const bool registered = add_command([](CLI::App& app) {
@@ -188,6 +198,8 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache bytes (overrides --gpu-memory-utilization)");
   cmd->add_flag("--enforce-eager", a->enforce_eager,
                 "CUDA: run every step eagerly (default: decode steps whose shape repeats replay as CUDA graphs)");
+  cmd->add_option("--speculative-tokens", a->speculative_tokens,
+                  "Tokens the checkpoint's MTP layer drafts per step, verified in one forward (default 0: off)");
   cmd->callback([a] { run(*a); });
 });
 

@@ -55,6 +55,7 @@ void run(const Args& a) {
   DSA_CHECK(!a.canonical || !a.variant.empty(), "--canonical needs --variant");
   TinyTextOptions text = a.text;
   text.arch = a.arch;
+  DSA_CHECK(!text.script_mtp || !text.script.empty(), "make-tiny: --script-mtp needs --script");
   DSA_CHECK(text.write_tokenizer || (text.tokenizer.empty() && text.script.empty()),
             "make-tiny: --no-tokenizer excludes --tokenizer and --script");
   o.vocab = text.write_tokenizer ? tiny_vocab_size(text) : 0;
@@ -107,6 +108,9 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--script", a->text.script,
                   "JSON list of strings: scripted weights that make the model reply with these pieces after the "
                   "first one (e.g. [\"<think>\", \"Hi\", \"</think>\", ...]), for testing chat end to end");
+  cmd->add_flag("--script-mtp", a->text.script_mtp,
+                "With --script: the MTP layer predicts the script too, so speculative decoding "
+                "(--speculative-tokens) accepts its drafts (acceptance and speed-up measurements)");
   cmd->callback([a] { run(*a); });
 });
 

@@ -60,6 +60,7 @@ namespace {
 struct Args {
   std::string model, model_pos, host = "127.0.0.1", device = "cpu", name;
   int port = 8000, max_running = 16, threads = 1024;
+  int speculative_tokens = 0;  // MTP drafts per step (docs/speculative-decoding.md)
   int64_t max_step_tokens = 512, max_prefill_chunk = 0, max_model_len = 0;
   bool tune = true, enforce_eager = false;
   double tune_seconds = 60;
@@ -221,6 +222,7 @@ void run(const Args& args) {
   eo.memory.gpu_memory_utilization = a.gpu_memory_utilization;
   eo.memory.kv_cache_bytes = a.kv_cache_memory;
   eo.cuda_graphs = !a.enforce_eager;
+  eo.speculative_tokens = a.speculative_tokens;
   eo.eos_token_ids = eos_ids(a.model);
   if (tok && tok->eos_id() && std::find(eo.eos_token_ids.begin(), eo.eos_token_ids.end(), *tok->eos_id()) ==
                                   eo.eos_token_ids.end())
@@ -277,6 +279,8 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--port", a->port, "Port (0: any free port)")->capture_default_str();
   cmd->add_option("--device", a->device, "cpu (default), cuda or cuda:N");
   cmd->add_option("--served-model-name", a->name, "Model id in /v1/models and responses (default: the dir name)");
+  cmd->add_option("--speculative-tokens", a->speculative_tokens,
+                  "Tokens the checkpoint's MTP layer drafts per decode step, verified in one forward (default 0: off)");
   cmd->add_option("--max-num-seqs,--max-running", a->max_running, "Engine limit: sequences running at once")
       ->capture_default_str();
   cmd->add_option("--max-num-batched-tokens,--max-step-tokens", a->max_step_tokens, "Engine limit: tokens of one forward")

@@ -123,6 +123,7 @@ void write_tiny_text_files(const TinyTextOptions& o, const std::string& dir, int
               ids[i], text_of[i], it->second, ids[i + 1], text_of[i + 1]);
   }
   model::apply_scripted_weights(dir, next);
+  if (o.script_mtp) model::apply_predicting_mtp(dir);
 }
 
 }  // namespace dsa::cli

@@ -20,6 +20,7 @@ struct TinyTextOptions {
   std::string arch;
   std::string tokenizer;  // "" = dsa's own
   std::string script;     // "" = random weights
+  bool script_mtp = false;  // with script: the MTP layer predicts the script too (model/scripted_weights.h)
   bool write_tokenizer = true;
 };
 

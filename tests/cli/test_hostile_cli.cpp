@@ -213,5 +213,24 @@ TEST(HostileCli, TransformersVariantsLoad) {
   EXPECT_HAS(run_dsa("make-tiny --arch glm_moe_dsa --canonical --out " + t / "x").out, "--canonical needs --variant");
 }
 
+// --speculative-tokens (docs/speculative-decoding.md): a checkpoint without MTP weights and a
+// negative count are clean errors naming the flag and value; a valid count prints the statistics.
+TEST(HostileCli, SpeculativeTokensNeedAnMtpLayer) {
+  DSA_REQUIRE_DSA_BINARY();
+  TempTree t;
+  const std::string no_mtp = t / "no_mtp";
+  ASSERT_EQ(run_dsa("make-tiny --arch deepseek_v4 --variant transformers --out " + no_mtp).rc, 0);
+  const std::string gen = " --prompt-ids 2,3,4 --max-tokens 3";
+  expect_clean_error(run_dsa("generate --model " + no_mtp + gen + " --speculative-tokens 2"), "no MTP",
+                     "--speculative-tokens 2 needs an MTP layer");
+  const std::string dir = tiny(t, "glm");
+  expect_clean_error(run_dsa("generate --model " + dir + gen + " --speculative-tokens -3"), "negative",
+                     "--speculative-tokens must be in [0, 64], got -3");
+  const CliResult r = run_dsa("generate --model " + dir + gen + " --speculative-tokens 2");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_HAS(r.out, "speculative: 2 tokens per step;");
+  EXPECT_HAS(run_dsa("make-tiny --arch glm_moe_dsa --script-mtp --out " + t / "x").out, "--script-mtp needs --script");
+}
+
 }  // namespace
 }  // namespace dsa::test

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "dsa/core/cuda_stream.h"
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
 #include "dsa/engine/sampler.h"
@@ -30,6 +31,8 @@ void EngineOptions::validate() const {
   DSA_CHECK(max_prefill_chunk >= 0, "engine: max_prefill_chunk must be >= 0, got {}", max_prefill_chunk);
   DSA_CHECK(max_model_len >= 0, "engine: max_model_len must be >= 0, got {}", max_model_len);
   DSA_CHECK(kv_blocks >= 0, "engine: kv_blocks must be >= 0, got {}", kv_blocks);
+  DSA_CHECK(speculative_tokens >= 0 && speculative_tokens <= 64,
+            "engine: --speculative-tokens must be in [0, 64], got {}", speculative_tokens);
   memory.validate();
 }
 
@@ -40,6 +43,10 @@ Engine::Engine(model::CausalLM& lm, EngineOptions options) : lm_(lm), opt_(std::
   max_model_len_ = opt_.max_model_len > 0 ? opt_.max_model_len : ctx;
   DSA_CHECK(max_model_len_ >= 1 && (ctx <= 0 || max_model_len_ <= ctx),
             "engine: max_model_len {} exceeds the model's max_position_embeddings {}", max_model_len_, ctx);
+  DSA_CHECK(opt_.speculative_tokens == 0 || lm_.num_draft_layers() > 0,
+            "engine: --speculative-tokens {} needs an MTP layer, but {} has none (num_nextn_predict_layers = {}; "
+            "conversions without the MTP weights cannot speculate): use --speculative-tokens 0",
+            opt_.speculative_tokens, cfg.name, cfg.num_mtp_layers);
   for (int32_t t : opt_.eos_token_ids)
     DSA_CHECK(t >= 0 && t < cfg.vocab_size, "engine: eos id {} is outside the vocabulary [0, {})", t, cfg.vocab_size);
 
@@ -48,6 +55,7 @@ Engine::Engine(model::CausalLM& lm, EngineOptions options) : lm_(lm), opt_(std::
   ko.max_requests = opt_.max_running;
   ko.max_step_tokens = opt_.max_step_tokens;
   ko.max_position = max_model_len_;
+  ko.state_backups = opt_.speculative_tokens > 0;  // a rollback may restore the compressor state
   std::string how;
   if (opt_.kv_blocks > 0) {
     ko.num_blocks = opt_.kv_blocks;
@@ -66,6 +74,7 @@ Engine::Engine(model::CausalLM& lm, EngineOptions options) : lm_(lm), opt_(std::
   runner_ = std::make_unique<ModelRunner>(lm_, *kv_);
   if (!opt_.cuda_graphs) runner_->set_graphs(false);
   else if (runner_->graphs()) runner_->set_graphs(true, opt_.graph_max_tokens);
+  if (opt_.speculative_tokens > 0) drafter_ = std::make_unique<Drafter>(lm_, *runner_, *kv_);
   if (opt_.log_capacity)
     log_info("KV cache: {:.2f} GiB ({}) holds {} tokens of context = {} concurrent requests of {} tokens (max_running "
              "{}, max_step_tokens {})",
@@ -109,6 +118,12 @@ uint64_t Engine::add_request(std::vector<int32_t> prompt, const SamplingParams& 
   s->tokens = std::move(prompt);
   s->params = params;
   s->seed = params.seed ? *params.seed : std::random_device{}() * 0x100000000ull + std::random_device{}();
+  // Speculation for requests the device sampler serves whole (docs/speculative-decoding.md).
+  const bool host_rows = params.processes_logits() || params.logprobs >= 0 || params.prompt_logprobs >= 0;
+  s->speculative_tokens = host_rows ? 0
+                          : params.speculative_tokens < 0
+                              ? opt_.speculative_tokens
+                              : std::min(params.speculative_tokens, opt_.speculative_tokens);
   waiting_.push_back(s.get());
   const uint64_t id = s->id;
   seqs_[id] = std::move(s);
@@ -155,6 +170,8 @@ void Engine::preempt(Sequence* s) {
   kv_->release(static_cast<kv::RequestId>(s->id));
   s->running = false;
   s->computed = 0;
+  s->drafts.clear();
+  s->mtp_done = 0;
   waiting_.push_front(s);
   admission_blocked_ = true;  // until a request finishes: no thrashing between preempted requests
   ++preemptions_;
@@ -182,7 +199,15 @@ std::vector<Engine::Slot> Engine::schedule() {
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence* s = running_[i];
     if (s->remaining() != 1 || budget == 0) continue;
-    add(s, 1);
+    // With drafts: the last token and the drafts, verified together; the drafts are dropped
+    // first when the step has no room or no pages for them.
+    if (static_cast<int64_t>(s->drafts.size()) > budget - 1) s->drafts.resize(static_cast<size_t>(budget - 1));
+    add(s, 1 + static_cast<int64_t>(s->drafts.size()));
+    if (!s->drafts.empty() && !fits()) {
+      drop_last();
+      s->drafts.clear();
+      add(s, 1);
+    }
     while (!fits()) {
       Sequence* victim = running_.back();
       if (plan.back().seq == victim) drop_last();
@@ -198,7 +223,7 @@ std::vector<Engine::Slot> Engine::schedule() {
       if (victim == s) break;
     }
     if (std::find(running_.begin(), running_.end(), s) == running_.end()) break;  // s itself was preempted
-    budget -= 1;
+    budget -= plan.back().count;
   }
   budget = opt_.max_step_tokens - b.num_tokens();
   // 2. prefill chunks of running requests: the largest chunk (halving) whose pages fit
@@ -261,30 +286,55 @@ std::vector<StepOutput> Engine::step() {
   std::vector<RowRequest> rows;
   std::vector<int> row_of(plan.size(), -1);        // the row a request samples its next token from
   std::vector<int> prompt_rows(plan.size(), -1);   // first of the rows of a prompt-logprobs chunk
+  std::vector<int64_t> first_row(plan.size(), 0);  // the batch row of the request's first token
+  std::vector<int> drafted(plan.size(), 0);        // drafts verified in this step (rows row_of .. + drafted)
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].seq;
     const int64_t count = plan[i].count;
-    const std::span<const int32_t> toks(s.tokens.data() + s.computed, static_cast<size_t>(count));
+    const int64_t real = std::min(count, s.remaining());  // the rest are drafts
+    drafted[i] = static_cast<int>(count - real);
+    std::vector<int32_t> toks(s.tokens.begin() + s.computed, s.tokens.begin() + s.computed + real);
+    toks.insert(toks.end(), s.drafts.begin(), s.drafts.begin() + drafted[i]);
+    first_row[i] = b.num_tokens();
     b.add(static_cast<kv::RequestId>(s.id), s.computed, toks);
     if (s.wants_prompt_logprobs() && s.computed < s.prompt_len) {  // every token's row of the chunk
       prompt_rows[i] = static_cast<int>(rows.size());
       for (int64_t t = 0; t < count; ++t) rows.push_back(RowRequest{b.num_tokens() - count + t, {}, true});
     }
-    if (s.computed + count < static_cast<int64_t>(s.tokens.size())) continue;  // mid-prompt chunk
-    RowRequest r;
-    r.token = b.num_tokens() - 1;
-    r.sampling = sampling_row(s.params, s.seed, static_cast<uint64_t>(s.tokens.size()));
-    r.want_logits = s.params.logprobs >= 0 || s.params.processes_logits();
+    if (s.computed + real < static_cast<int64_t>(s.tokens.size())) continue;  // mid-prompt chunk
     row_of[i] = static_cast<int>(rows.size());
-    rows.push_back(r);
+    // One row per token of the step from the last committed one on: row j picks the token at
+    // index tokens.size() + j with the counter decoding without drafts would use.
+    for (int j = 0; j <= drafted[i]; ++j) {
+      RowRequest r;
+      r.token = b.num_tokens() - 1 - drafted[i] + j;
+      r.sampling = sampling_row(s.params, s.seed, static_cast<uint64_t>(s.tokens.size()) + static_cast<uint64_t>(j));
+      r.want_logits = s.params.logprobs >= 0 || s.params.processes_logits();
+      rows.push_back(r);
+    }
   }
   if (rows.empty()) rows.push_back(RowRequest{b.num_tokens() - 1, {}, false});  // prefill only: one unused row
-  const StepResult res = runner_->run(b, rows);
+  StepExtras extras;
+  if (drafter_) {
+    extras.hidden_out = drafter_->target_hidden(b.num_tokens());
+    // A rejected draft may have to undo the compressor state (rollback_needs_state): snapshot it.
+    if (!kv_->requirements().states.empty()) {
+      cuda_stream::StreamScope on_stream(runner_->stream());
+      for (size_t i = 0; i < plan.size(); ++i)
+        if (drafted[i] > 0 && rollback_needs_state(kv_->groups(), plan[i].seq->computed + 1,
+                                                   plan[i].seq->computed + 1 + drafted[i]))
+          kv_->save_state(static_cast<kv::RequestId>(plan[i].seq->id));
+    }
+  }
+  const StepResult res = runner_->run(b, rows, drafter_ ? &extras : nullptr);
   const int64_t V = lm_.config().vocab_size;
   auto logits_of = [&](int row) { return res.logits.data<float>() + res.logits_row[static_cast<size_t>(row)] * V; };
 
+  std::vector<DraftJob> jobs;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].seq;
+    const uint64_t id = s.id;
+    const int64_t step_start = s.computed;
     if (prompt_rows[i] >= 0)
       for (int64_t t = 0; t < plan[i].count; ++t) {
         const int64_t pos = s.computed + t;  // this row predicts the prompt token at pos + 1
@@ -293,42 +343,111 @@ std::vector<StepOutput> Engine::step() {
                                                     s.tokens[static_cast<size_t>(pos + 1)], s.params.prompt_logprobs));
       }
     s.computed += plan[i].count;
-    if (row_of[i] < 0) continue;
-    int32_t tok = res.tokens[static_cast<size_t>(row_of[i])];
-    if (tok >= 0 && s.params.processes_logits()) {  // penalties, bias, min_tokens: sampled on the host
-      std::vector<int32_t> stop_ids = s.params.stop_token_ids;
-      if (!s.params.ignore_eos) stop_ids.insert(stop_ids.end(), opt_.eos_token_ids.begin(), opt_.eos_token_ids.end());
-      const float* raw = logits_of(row_of[i]);
-      std::vector<float> processed(raw, raw + V);
-      const std::span<const int32_t> all(s.tokens);
-      process_logits(processed.data(), V, s.params, all.first(static_cast<size_t>(s.prompt_len)),
-                     all.subspan(static_cast<size_t>(s.prompt_len)), stop_ids);
-      tok = sample_token(processed.data(), V, s.params, s.seed, static_cast<uint64_t>(s.tokens.size()));
-    }
-    if (tok < 0) {
-      finish(s, FinishReason::Error, out,
-             "the model produced a non-finite logit (NaN or infinity) for this request: broken weights or arithmetic "
-             "(`dsa check-model` scans the weights for NaN / Inf)");
+    if (row_of[i] < 0) {  // a mid-prompt chunk: the MTP cache follows it
+      if (s.speculative_tokens > 0) jobs.push_back({&s, first_row[i], step_start, s.computed, 0});
       continue;
     }
-    s.tokens.push_back(tok);
-    StepOutput o = report(s);
-    o.new_tokens.push_back(tok);
-    if (s.params.logprobs >= 0) o.logprobs.push_back(token_logprob(logits_of(row_of[i]), V, tok, s.params.logprobs));
-    if (s.params.prompt_logprobs >= 0 && !s.prompt_logprobs_reported) {
-      o.prompt_logprobs = s.prompt_logprobs;
-      s.prompt_logprobs_reported = true;
+    // The tokens this step emits: one, or with drafts the target's picks up to the first
+    // rejected draft (accepted_prefix); stops / eos / max_tokens inside the span end it there.
+    std::vector<int32_t> picks;
+    int accepted = 0;
+    if (drafted[i] > 0) {
+      const auto first = res.tokens.begin() + row_of[i];
+      const std::vector<int32_t> target(first, first + drafted[i] + 1);
+      accepted = accepted_prefix(std::span<const int32_t>(s.drafts.data(), static_cast<size_t>(drafted[i])), target);
+      picks.assign(target.begin(), target.begin() + accepted + 1);
+      ++spec_.verify_steps;
+      spec_.drafted += drafted[i];
+      spec_.accepted += accepted;
+    } else {
+      int32_t tok = res.tokens[static_cast<size_t>(row_of[i])];
+      if (tok >= 0 && s.params.processes_logits()) {  // penalties, bias, min_tokens: sampled on the host
+        std::vector<int32_t> stop_ids = s.params.stop_token_ids;
+        if (!s.params.ignore_eos) stop_ids.insert(stop_ids.end(), opt_.eos_token_ids.begin(), opt_.eos_token_ids.end());
+        const float* raw = logits_of(row_of[i]);
+        std::vector<float> processed(raw, raw + V);
+        const std::span<const int32_t> all(s.tokens);
+        process_logits(processed.data(), V, s.params, all.first(static_cast<size_t>(s.prompt_len)),
+                       all.subspan(static_cast<size_t>(s.prompt_len)), stop_ids);
+        tok = sample_token(processed.data(), V, s.params, s.seed, static_cast<uint64_t>(s.tokens.size()));
+      }
+      picks.push_back(tok);
     }
+    const int64_t len_before = static_cast<int64_t>(s.tokens.size());
+    bool finished = false;
+    StepOutput o = report(s);
+    for (size_t k = 0; k < picks.size() && !finished; ++k) {
+      const int32_t tok = picks[k];
+      if (tok < 0) {
+        if (!o.new_tokens.empty()) out.push_back(o);
+        finish(s, FinishReason::Error, out,
+               "the model produced a non-finite logit (NaN or infinity) for this request: broken weights or "
+               "arithmetic (`dsa check-model` scans the weights for NaN / Inf)");
+        finished = true;
+        break;
+      }
+      s.tokens.push_back(tok);
+      o.new_tokens.push_back(tok);
+      o.completion_tokens = s.generated();
+      if (s.params.logprobs >= 0) o.logprobs.push_back(token_logprob(logits_of(row_of[i]), V, tok, s.params.logprobs));
+      if (s.params.prompt_logprobs >= 0 && !s.prompt_logprobs_reported) {
+        o.prompt_logprobs = s.prompt_logprobs;
+        s.prompt_logprobs_reported = true;
+      }
+      const bool eos = !s.params.ignore_eos &&
+                       std::find(opt_.eos_token_ids.begin(), opt_.eos_token_ids.end(), tok) != opt_.eos_token_ids.end();
+      const bool stop = std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(), tok) !=
+                        s.params.stop_token_ids.end();
+      if (eos || stop || s.generated() >= s.params.max_tokens ||
+          static_cast<int64_t>(s.tokens.size()) >= max_model_len_) {
+        out.push_back(std::move(o));
+        finish(s, eos || stop ? FinishReason::Stop : FinishReason::Length, out);
+        finished = true;
+      }
+    }
+    if (finished) continue;  // s is gone
+    if (drafted[i] > 0) spec_.emitted += static_cast<int64_t>(picks.size());
     out.push_back(std::move(o));
-    const bool eos = !s.params.ignore_eos &&
-                     std::find(opt_.eos_token_ids.begin(), opt_.eos_token_ids.end(), tok) != opt_.eos_token_ids.end();
-    const bool stop =
-        std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(), tok) != s.params.stop_token_ids.end();
-    if (eos || stop)
-      finish(s, FinishReason::Stop, out);
-    else if (s.generated() >= s.params.max_tokens || static_cast<int64_t>(s.tokens.size()) >= max_model_len_)
-      finish(s, FinishReason::Length, out);
+    if (drafted[i] > 0) {
+      // Forget what the rejected drafts wrote (docs/speculative-decoding.md): the cache keeps the
+      // committed tokens [step_start, keep); when a compressor window closed inside the rejected
+      // span the state slots go back to the step's start and the accepted tokens are computed
+      // again in the next step (a chunk, as after a preemption).
+      const int64_t keep = step_start + 1 + accepted;
+      const auto rid = static_cast<kv::RequestId>(id);
+      if (accepted < drafted[i]) {
+        if (rollback_needs_state(kv_->groups(), keep, s.computed) && !kv_->requirements().states.empty()) {
+          cuda_stream::StreamScope on_stream(runner_->stream());
+          kv_->restore_state(rid);
+          kv_->truncate(rid, step_start);
+          s.computed = step_start;
+          ++spec_.rollbacks;
+        } else {
+          kv_->truncate(rid, keep);
+          s.computed = keep;
+        }
+      }
+      s.drafts.clear();
+      if (s.speculative_tokens > 0) jobs.push_back({&s, first_row[i], step_start, keep, 0});
+    } else if (s.speculative_tokens > 0) {
+      jobs.push_back({&s, first_row[i], step_start, std::min(s.computed, len_before), 0});
+    }
+    // Drafts for the next step: not past max_tokens (every emitted token counts) or the context.
+    if (s.speculative_tokens > 0 && s.remaining() == 1) {
+      const int64_t len = static_cast<int64_t>(s.tokens.size());
+      jobs.back().drafts = static_cast<int>(std::max<int64_t>(
+          0, std::min<int64_t>({s.speculative_tokens, s.params.max_tokens - s.generated() - 1, max_model_len_ - len})));
+    }
   }
+  if (drafter_ && !jobs.empty()) drafter_->run(jobs);
+  if (opt_.draft_hook)
+    for (const DraftJob& j : jobs)
+      if (!j.seq->drafts.empty()) {
+        const size_t n = j.seq->drafts.size();
+        opt_.draft_hook(*j.seq, j.seq->drafts);
+        DSA_CHECK(j.seq->drafts.size() <= n, "engine: draft_hook lengthened the drafts ({} -> {})", n,
+                  j.seq->drafts.size());
+      }
   return out;
 }
 

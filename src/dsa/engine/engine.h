@@ -29,6 +29,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,6 +40,7 @@
 #include "dsa/engine/sampler.h"
 #include "dsa/engine/sampling_params.h"
 #include "dsa/engine/sequence.h"
+#include "dsa/engine/speculative.h"
 #include "dsa/kv/kv_manager.h"
 #include "dsa/model/causal_lm.h"
 
@@ -55,6 +57,12 @@ struct EngineOptions {
   bool log_capacity = true;        // one start-up log line with the KV capacity
   bool cuda_graphs = true;         // CUDA: replay repeated step shapes as graphs (false: --enforce-eager)
   int64_t graph_max_tokens = 512;  // steps with more tokens always run eagerly (prefill)
+  // Speculative decoding with the model's MTP layer (--speculative-tokens, vLLM's
+  // num_speculative_tokens; docs/speculative-decoding.md): the drafts per decode step; 0 = off.
+  int speculative_tokens = 0;
+  // Tests: called with every request's fresh drafts (may change them, not lengthen them), so a
+  // test can force drafts that are all accepted or all rejected.
+  std::function<void(const Sequence&, std::vector<int32_t>& drafts)> draft_hook;
 
   void validate() const;  // throws dsa::Error naming the field and value
 };
@@ -62,7 +70,7 @@ struct EngineOptions {
 // What one step did for one request.
 struct StepOutput {
   uint64_t id = 0;
-  std::vector<int32_t> new_tokens;  // 0 or 1 tokens
+  std::vector<int32_t> new_tokens;  // 0 or 1 tokens; up to speculative_tokens + 1 when drafts are verified
   std::vector<TokenLogprob> logprobs;         // params.logprobs >= 0: one per new token (raw logits)
   std::vector<TokenLogprob> prompt_logprobs;  // params.prompt_logprobs >= 0: prompt tokens 1.., once,
                                               // with the first new token
@@ -109,6 +117,7 @@ class Engine {
     return it != seqs_.end() && it->second->running;
   }
   int64_t num_preemptions() const { return preemptions_; }
+  const SpecStats& spec_stats() const { return spec_; }  // speculative decoding counters
   int64_t max_model_len() const { return max_model_len_; }
   const model::ModelConfig& config() const { return lm_.config(); }
   const EngineOptions& options() const { return opt_; }
@@ -150,6 +159,8 @@ class Engine {
   std::vector<StepOutput> pending_;                     // finished outside step() (aborts)
   bool admission_blocked_ = false;                      // after a preemption, until a request finishes
   int64_t preemptions_ = 0;
+  std::unique_ptr<Drafter> drafter_;                    // speculative_tokens > 0
+  SpecStats spec_;
 };
 
 }  // namespace dsa::engine

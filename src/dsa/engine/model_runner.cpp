@@ -29,13 +29,19 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 constexpr size_t kInitialArena = 64u << 20;  // grows to the largest step's need
 
 // The words that fix a step's kernels and arguments (step_graphs.h): the memory epoch, the
-// installed tactics' generation, the addresses of the upload twin and of the step's outputs, the
+// installed tactics' generation, which forward runs (the model's or its MTP layer's), the
+// addresses of the MTP hand-over buffers, of the upload twin and of the step's outputs, the
 // host-side sizes the forward reads, and the shape and dtype of every uploaded tensor (which also
 // fixes their offsets in the twin).
 ShapeKey step_key(const kv::BatchMetadata& meta, const std::vector<Tensor*>& up, bool timed, const Tensor& logits,
-                  const Tensor& ids) {
+                  const Tensor& ids, const model::StepInputs& in, bool draft) {
   ShapeKey k;
-  k.add(cuda_memory::memory_epoch()).add(ops::tactic_chooser_generation()).add(timed);
+  k.add(cuda_memory::memory_epoch()).add(ops::tactic_chooser_generation()).add(timed).add(draft);
+  for (const Tensor* t : {&in.hidden_out, &in.hidden_src}) {  // the MTP hand-over buffers (persistent)
+    k.add(t->defined() ? reinterpret_cast<uintptr_t>(t->raw()) : 0);
+    if (t->defined())
+      for (int64_t d : t->shape()) k.add(static_cast<uint64_t>(d));
+  }
   k.add(meta.num_tokens()).add(meta.num_requests());
   k.add(static_cast<uint64_t>(meta.index_len));
   k.add(reinterpret_cast<uintptr_t>(logits.raw())).add(reinterpret_cast<uintptr_t>(ids.raw()));
@@ -196,7 +202,7 @@ bool ModelRunner::capture_step(const std::function<void()>& compute, const Shape
 }
 #endif
 
-StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest>& rows) {
+StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest>& rows, const StepExtras* extras) {
   const auto t_start = std::chrono::steady_clock::now();
   const Device dev = lm_.device();
   const int64_t V = lm_.config().vocab_size;
@@ -205,7 +211,9 @@ StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest
   for (const RowRequest& r : rows)
     DSA_CHECK(r.token >= 0 && r.token < batch.num_tokens(), "model runner: row token {} outside the batch of {}",
               r.token, batch.num_tokens());
-  kv::BatchMetadata meta = kv_.prepare(batch);
+  const bool draft = extras != nullptr && extras->draft;
+  kv::BatchMetadata meta = draft ? kv_.draft_metadata(batch) : kv_.prepare(batch);
+  Tensor hidden_rows = extras != nullptr ? extras->hidden_rows : Tensor();  // re-pointed to the device below
 
   // Host-side step inputs: the rows to compute, their sampling rules, the rows whose logits return.
   std::vector<int32_t> want;
@@ -229,6 +237,7 @@ StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest
   up.push_back(&logit_rows);
   up.push_back(&sampling);
   up.push_back(&want_rows);
+  up.push_back(&hidden_rows);
   if (dev.is_cuda()) {
     // One pinned mirror, one asynchronous copy; the tensors become views of the device twin.
     size_t total = 0;
@@ -267,12 +276,20 @@ StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest
   in.kv = &kv_;
   in.meta = &meta;
   in.logit_rows = logit_rows;
+  if (extras != nullptr) {
+    in.hidden_out = extras->hidden_out;
+    in.hidden_src = extras->hidden_src;
+    in.hidden_rows = hidden_rows;
+  }
   Tensor logits = Tensor::empty({N, V}, DType::F32, dev);
   Tensor ids = Tensor::empty({N}, DType::I32, dev);
   Tensor wanted;
   if (!want.empty()) wanted = Tensor::empty({static_cast<int64_t>(want.size()), V}, DType::F32, dev);
   const std::function<void()> compute = [&] {
-    lm_.forward(in, logits);
+    if (draft)
+      lm_.draft(in, logits);
+    else
+      lm_.forward(in, logits);
     ops::sample_tokens(logits, sampling, ids);
     if (wanted.defined()) ops::embed_rows(logits, want_rows, wanted);
   };
@@ -291,7 +308,7 @@ StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest
   const StepGraphs::Graph* graph = nullptr;
   bool capture = false;
   if (dev.is_cuda() && graphs_ && meta.num_tokens() <= graphs_->max_tokens() && !trace_enabled()) {
-    key = step_key(meta, up, timed, logits, ids);
+    key = step_key(meta, up, timed, logits, ids, in, draft);
     graph = graphs_->find(key);
     capture = !graph && graphs_->seen(key);
   }

@@ -46,6 +46,15 @@ struct StepResult {
   std::vector<int> logits_row;  // [rows] index into `logits`, -1 when the row did not ask
 };
 
+// Speculative decoding (docs/speculative-decoding.md): what a step hands the model beyond the
+// batch. Device tensors must outlive the step (allocated outside the step arena).
+struct StepExtras {
+  bool draft = false;  // run the MTP layer (CausalLM::draft) over KvManager::draft_metadata
+  Tensor hidden_out;   // f32 [T][hidden_width] on the model's device: every token's hidden state
+  Tensor hidden_src;   // f32 [S][hidden_width] on the model's device: what a draft step reads
+  Tensor hidden_rows;  // i32 [T] on the HOST: row of hidden_src per token (uploaded with the metadata)
+};
+
 // What one step cost, recorded when profiling is on (dsa bench decode).
 struct StepProfile {
   double host_ms = 0;             // host time from run() start until the step's work was enqueued
@@ -65,7 +74,7 @@ class ModelRunner {
 
   // Throws kv::KvOutOfMemory (nothing changed) when the batch's pages do not fit; a scheduler
   // checks kv.can_prepare first.
-  StepResult run(const kv::Batch& batch, const std::vector<RowRequest>& rows);
+  StepResult run(const kv::Batch& batch, const std::vector<RowRequest>& rows, const StepExtras* extras = nullptr);
 
   // Profiling (CUDA): times every step with events at the model's marker points; with
   // count_nodes the next step is captured as a CUDA graph (which must succeed for a step that

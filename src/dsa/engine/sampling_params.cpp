@@ -30,6 +30,8 @@ void SamplingParams::validate(int64_t vocab) const {
   DSA_CHECK(logprobs >= -1 && logprobs <= kMaxLogprobs, "logprobs must be in [0, {}], got {}", kMaxLogprobs, logprobs);
   DSA_CHECK(prompt_logprobs >= -1 && prompt_logprobs <= kMaxLogprobs, "prompt_logprobs must be in [0, {}], got {}",
             kMaxLogprobs, prompt_logprobs);
+  DSA_CHECK(speculative_tokens >= -1 && speculative_tokens <= 64,
+            "speculative_tokens must be -1 (the engine's) or in [0, 64], got {}", speculative_tokens);
 }
 
 bool SamplingParams::processes_logits() const {

@@ -43,6 +43,10 @@ struct SamplingParams {
   bool ignore_eos = false;              // the engine's eos ids do not stop this request
   int logprobs = -1;                    // -1: none; k >= 0: each new token's logprob and the top k
   int prompt_logprobs = -1;             // -1: none; k >= 0: each prompt token's (from the second) and the top k
+  // Drafts per step (docs/speculative-decoding.md): -1 = the engine's --speculative-tokens, 0 =
+  // none, k > 0 = at most k (never more than the engine's). Requests that need their logits on the
+  // host (penalties, logit_bias, min_tokens, min_p, logprobs, prompt_logprobs) decode without.
+  int speculative_tokens = -1;
 
   static constexpr int kMaxLogprobs = 20;
 

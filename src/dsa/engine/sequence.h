@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+
 #include "dsa/engine/sampler.h"
 #include "dsa/engine/sampling_params.h"
 
@@ -29,6 +30,12 @@ struct Sequence {
   // reported with the first new token.
   std::vector<TokenLogprob> prompt_logprobs;
   bool prompt_logprobs_reported = false;
+  // Speculative decoding (docs/speculative-decoding.md): the MTP layer's proposals for the
+  // tokens after tokens.back(), verified with it in the next step; and how far the MTP layer's
+  // own cache holds entries (positions [0, mtp_done)).
+  int speculative_tokens = 0;   // drafts per step for this request (0: none)
+  std::vector<int32_t> drafts;
+  int64_t mtp_done = 0;
 
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
   int64_t remaining() const { return static_cast<int64_t>(tokens.size()) - computed; }

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <limits>
 
+#include <cstring>
+
 #include <fmt/format.h>
+
+#include "dsa/core/cuda_memory.h"
 
 namespace dsa::kv {
 
@@ -35,7 +39,9 @@ KvManager::KvManager(KvRequirements requirements, KvManagerOptions options)
   // the budget.
   std::vector<int64_t> pages(req_.groups.size(), 0);
   size_t window_bytes = 0, block_bytes = 0;
-  for (const StatePoolSpec& s : req_.states) window_bytes += s.slot_bytes * static_cast<size_t>(opt_.max_requests);
+  const size_t state_copies = opt_.state_backups ? 2 : 1;  // save_state's backup slots
+  for (const StatePoolSpec& s : req_.states)
+    window_bytes += s.slot_bytes * static_cast<size_t>(opt_.max_requests) * state_copies;
   for (size_t g = 0; g < req_.groups.size(); ++g) {
     if (req_.groups[g].window > 0) {
       pages[g] = opt_.window_pages > 0 ? opt_.window_pages
@@ -89,7 +95,8 @@ KvManager::KvManager(KvRequirements requirements, KvManagerOptions options)
   }
   for (const StatePoolSpec& s : req_.states)
     states_.push_back(StatePool{
-        s, Tensor::empty({static_cast<int64_t>(s.slot_bytes) * opt_.max_requests}, DType::U8, opt_.device)});
+        s, Tensor::empty({static_cast<int64_t>(s.slot_bytes * state_copies) * opt_.max_requests}, DType::U8,
+                         opt_.device)});
   for (int i = opt_.max_requests; i-- > 0;) free_slots_.push_back(i);
 }
 
@@ -270,7 +277,9 @@ KvDemand KvManager::demand_of(const std::vector<Batch::Segment>& segs) const {
   d.needed.assign(req_.groups.size(), 0);
   d.available.assign(req_.groups.size(), 0);
   for (int g = 0; g < static_cast<int>(req_.groups.size()); ++g) {
-    for (const Batch::Segment& s : segs) d.needed[g] += blocks_for(g, s.end()) - blocks_for(g, s.start);
+    // Pages already held past the cached length (reserve, truncate) are not needed again.
+    for (const Batch::Segment& s : segs)
+      d.needed[g] += std::max<int64_t>(blocks_for(g, s.end()) - static_cast<int64_t>(req(s.id).blocks[g].size()), 0);
     d.available[g] = alloc_[g].num_free();
     if (req_.groups[g].window > 0)
       for (const auto& [id, r] : requests_) d.available[g] += std::max<int64_t>(trim_end(g, r) - r.first_held[g], 0);
@@ -312,6 +321,78 @@ BatchMetadata KvManager::prepare(const Batch& batch) {
     r.cached = s.end();
   }
   return build_metadata(batch, segs);
+}
+
+// ---- speculative decoding -----------------------------------------------------------------------
+
+bool KvManager::reserve(RequestId id, int64_t len) {
+  Request& r = req(id);
+  DSA_CHECK(len >= 0 && (opt_.max_position == 0 || len <= opt_.max_position),
+            "KV manager: reserve({}, {}) is outside [0, max_position {}]", id, len, opt_.max_position);
+  for (int g = 0; g < static_cast<int>(req_.groups.size()); ++g)
+    if (blocks_for(g, len) - static_cast<int64_t>(r.blocks[g].size()) > alloc_[g].num_free()) return false;
+  for (int g = 0; g < static_cast<int>(req_.groups.size()); ++g)
+    while (static_cast<int64_t>(r.blocks[g].size()) < blocks_for(g, len)) r.blocks[g].push_back(alloc_[g].allocate());
+  return true;
+}
+
+void KvManager::truncate(RequestId id, int64_t len) {
+  Request& r = req(id);
+  DSA_CHECK(len >= 0 && len <= r.cached, "KV manager: truncate request {} to {} tokens, it holds {}", id, len,
+            r.cached);
+  for (int g = 0; g < static_cast<int>(req_.groups.size()); ++g)
+    DSA_CHECK(first_live_block(g, len) >= r.first_held[g],
+              "KV manager: request {} cannot go back to {} tokens: group '{}' freed its pages behind the window", id,
+              len, req_.groups[g].name);
+  r.cached = len;
+}
+
+BatchMetadata KvManager::draft_metadata(const Batch& batch) const {
+  const std::vector<Batch::Segment> segs = batch.segments(batch_limits());
+  for (const Batch::Segment& s : segs) {
+    auto it = requests_.find(s.id);
+    DSA_CHECK(it != requests_.end(), "KV manager: draft batch token {} belongs to unknown request {}", s.first, s.id);
+    for (int g = 0; g < static_cast<int>(req_.groups.size()); ++g) {
+      const std::vector<int32_t>& b = it->second.blocks[g];
+      const int64_t first = s.start / req_.groups[g].ratio / req_.groups[g].page_size;
+      DSA_CHECK(blocks_for(g, s.end()) <= static_cast<int64_t>(b.size()) &&
+                    (first >= static_cast<int64_t>(b.size()) || b[first] >= 0),
+                "KV manager: draft batch positions [{}, {}) of request {} lie outside the pages it holds in group '{}' "
+                "({} blocks)",
+                s.start, s.end(), s.id, req_.groups[g].name, b.size());
+    }
+  }
+  return build_metadata(batch, segs);
+}
+
+void KvManager::save_state(RequestId id) {
+  DSA_CHECK(opt_.state_backups, "KV manager: save_state needs state_backups");
+  const Request& r = req(id);
+  for (StatePool& p : states_) {
+    const size_t n = p.spec.slot_bytes;
+    uint8_t* base = static_cast<uint8_t*>(p.data.raw());
+    uint8_t* src = base + static_cast<size_t>(r.slot) * n;
+    uint8_t* dst = base + static_cast<size_t>(r.slot + opt_.max_requests) * n;
+    if (opt_.device.is_cuda())
+      cuda_memory::copy_async(dst, src, n, cuda_memory::Dir::D2D);
+    else
+      std::memcpy(dst, src, n);
+  }
+}
+
+void KvManager::restore_state(RequestId id) {
+  DSA_CHECK(opt_.state_backups, "KV manager: restore_state needs state_backups");
+  const Request& r = req(id);
+  for (StatePool& p : states_) {
+    const size_t n = p.spec.slot_bytes;
+    uint8_t* base = static_cast<uint8_t*>(p.data.raw());
+    uint8_t* dst = base + static_cast<size_t>(r.slot) * n;
+    const uint8_t* src = base + static_cast<size_t>(r.slot + opt_.max_requests) * n;
+    if (opt_.device.is_cuda())
+      cuda_memory::copy_async(dst, src, n, cuda_memory::Dir::D2D);
+    else
+      std::memcpy(dst, src, n);
+  }
 }
 
 BatchMetadata KvManager::build_metadata(const Batch& batch, const std::vector<Batch::Segment>& segs) const {
@@ -370,10 +451,8 @@ BatchMetadata KvManager::build_metadata(const Batch& batch, const std::vector<Ba
       const Batch::Segment& s = segs[r];
       gm.entry_start.data<int32_t>()[r] = static_cast<int32_t>(s.first);
       const std::vector<int32_t>& blocks = req(s.id).blocks[g];
-      DSA_CHECK(static_cast<int64_t>(blocks.size()) <= width,
-                "KV manager: internal error: request {} holds {} blocks of group {}, the table is {} wide", s.id,
-                blocks.size(), g, width);
-      std::copy(blocks.begin(), blocks.end(), bt + r * width);
+      // Pages held beyond the step's context bucket (reserve, truncate) are not addressed.
+      std::copy_n(blocks.begin(), std::min<int64_t>(static_cast<int64_t>(blocks.size()), width), bt + r * width);
       int64_t row = s.first;  // the request's next entry row
       for (int64_t t = s.first; t < s.first + s.count; ++t) {
         const int64_t pos = batch.position[t];

@@ -29,7 +29,11 @@
 //                               a preempted request is re-added and prefilled again)
 // Capacity: a scheduler asks fits(batch) / blocks_needed() first and preempts or waits instead;
 // prepare throws KvOutOfMemory (a dsa::Error) and changes nothing when pages lack.
-// Positions only advance (no rollback of speculative tokens yet).
+// Speculative decoding (docs/speculative-decoding.md) adds: reserve (pages ahead of the cached
+// length, for the MTP layer's draft positions), truncate (a rejected draft's positions are
+// forgotten; their pages stay held and are rewritten), draft_metadata (a batch over held pages
+// that changes no cached length: the MTP layer's steps) and state snapshots (save_state /
+// restore_state into a second slot per request, with options.state_backups).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -59,6 +63,7 @@ struct KvManagerOptions {
   int64_t max_step_tokens = 0;  // tokens of one batch
   int64_t window_pages = 0;
   int64_t max_position = 0;     // positions must be < max_position (model context length)
+  bool state_backups = false;   // a second slot per request in every state pool (save_state)
 
   void validate() const;  // throws dsa::Error naming the field and value
 };
@@ -148,6 +153,23 @@ class KvManager {
   KvDemand demand(const Batch& batch) const;  // validates the batch against limits and KV state
   bool can_prepare(const Batch& batch) const { return demand(batch).fits(); }
   BatchMetadata prepare(const Batch& batch);  // throws KvOutOfMemory (no change) when pages lack
+
+  // ---- speculative decoding ----
+  // Allocates the pages positions [0, len) of request `id` need in every group, without changing
+  // its cached length. Returns false and changes nothing when the pages are not free.
+  bool reserve(RequestId id, int64_t len);
+  // The request's cache holds `len` <= num_cached(id) tokens from now on (a rejected draft's
+  // positions are forgotten; pages stay held and are rewritten by the next tokens). Throws when
+  // `len` is behind the sliding window's freed pages.
+  void truncate(RequestId id, int64_t len);
+  // Metadata (as prepare's) of a batch that writes only positions whose pages the request holds,
+  // in any relation to its cached length, and changes nothing: the MTP layer's steps, whose cache
+  // entries trail or lead the target's. Throws naming the token when a page is not held.
+  BatchMetadata draft_metadata(const Batch& batch) const;
+  // Copies the request's slot of every state pool into its backup slot (save) or back (restore),
+  // on the current stream. Needs options.state_backups.
+  void save_state(RequestId id);
+  void restore_state(RequestId id);
 
  private:
   struct Request {

@@ -22,4 +22,9 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, Device device, 
   fail("load_causal_lm: no forward for architecture {} yet ({})", arch_name(cfg.arch), dir);
 }
 
+void CausalLM::draft(const StepInputs&, const Tensor&) {
+  fail("{}: this checkpoint has no MTP layer (num_nextn_predict_layers = {}): speculative decoding needs one",
+       config().name, config().num_mtp_layers);
+}
+
 }  // namespace dsa::model

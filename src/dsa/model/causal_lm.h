@@ -36,6 +36,19 @@ class CausalLM {
   // `logits` (contiguous, on the device), row i for token in.logit_rows[i]. On CUDA all work goes
   // to the current stream (core/cuda_stream.h) and nothing waits for the device.
   virtual void forward(const StepInputs& in, const Tensor& logits) = 0;
+
+  // ---- speculative decoding (docs/speculative-decoding.md) ----
+  // MTP layers the model runs as a drafter (0: none loaded; the checkpoint has no MTP weights).
+  virtual int num_draft_layers() const { return 0; }
+  // Elements of one token's hidden state handed from forward to draft (in.hidden_out /
+  // in.hidden_src): V4 hc_mult * hidden (the hyper-connection streams), GLM hidden.
+  virtual int64_t hidden_width() const { return config().hidden_size; }
+  // One step of the first MTP layer over a ragged batch (its own caches: layer num_layers of the
+  // KV manager): token t at position p carries the id of the token at p + 1 and reads hidden row
+  // in.hidden_rows[t] of in.hidden_src (the target's hidden at p, or the previous draft step's
+  // output); writes logits for in.logit_rows (the shared head) and, when in.hidden_out is
+  // defined, the MTP block's output hidden per token (the next draft step's input).
+  virtual void draft(const StepInputs& in, const Tensor& logits);
 };
 
 struct LoadModelOptions {

@@ -21,4 +21,13 @@ namespace dsa::model {
 void apply_scripted_weights(const std::string& dir, const std::map<int32_t, int32_t>& next, double margin = 40.0,
                             uint64_t seed = 1);
 
+// Makes the MTP layer of a scripted checkpoint predict the script too (speculative decoding
+// tests and measurements, docs/speculative-decoding.md): its input projection passes the next
+// token's normalised embedding through unchanged and drops the target's hidden state (V4 e_proj =
+// identity, h_proj = 0; GLM eh_proj = [identity | 0]) and its norms are 1. Its block adds nothing
+// (apply_scripted_weights zeroed its output projections too), so its head, the shared LM head,
+// gives the successor of the token it reads: the token after next, which the target then
+// produces. Call after apply_scripted_weights; a checkpoint without an MTP layer is an error.
+void apply_predicting_mtp(const std::string& dir);
+
 }  // namespace dsa::model

@@ -25,6 +25,14 @@ struct StepInputs {
   const kv::BatchMetadata* meta = nullptr;  // tensors on the model's device
   Tensor logit_rows;                        // i32 [N] (device): token rows whose logits the step returns
   StepMarker* marker = nullptr;             // optional: layer boundaries for profiling
+  // Speculative decoding (docs/speculative-decoding.md), all optional:
+  //   hidden_out  f32 [T][hidden_width] (device, contiguous): the forward (or draft) writes every
+  //               token's last hidden state there (the residual before the final norm / hyper-head)
+  //   hidden_src  f32 [S][hidden_width] (device): the hidden states a draft step reads ...
+  //   hidden_rows i32 [T] (device): ... row hidden_rows[t] of hidden_src for token t
+  Tensor hidden_out;
+  Tensor hidden_src;
+  Tensor hidden_rows;
 
   void mark(int point) const {
     if (marker) marker->mark(point);

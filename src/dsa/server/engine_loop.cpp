@@ -137,6 +137,9 @@ void EngineLoop::publish() {
     stats_.graph_captures = g->stats().captures;
     stats_.graph_replays = g->stats().replays;
   }
+  stats_.spec_verify_steps = engine_.spec_stats().verify_steps;
+  stats_.spec_drafted = engine_.spec_stats().drafted;
+  stats_.spec_accepted = engine_.spec_stats().accepted;
   try {
     auto kv = engine_.kv_usage();
     std::lock_guard lk(kv_mu_);

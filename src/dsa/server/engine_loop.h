@@ -60,6 +60,8 @@ class RequestStream {
 struct LoopStats {
   std::atomic<int64_t> running{0}, waiting{0}, preemptions{0}, steps{0};
   std::atomic<int64_t> graph_captures{0}, graph_replays{0};  // CUDA graphs of decode steps (engine/step_graphs.h)
+  // Speculative decoding (engine/speculative.h SpecStats)
+  std::atomic<int64_t> spec_verify_steps{0}, spec_drafted{0}, spec_accepted{0};
   std::atomic<int64_t> prompt_tokens{0}, generated_tokens{0};
   std::atomic<int64_t> finished[5] = {0, 0, 0, 0, 0};  // by engine::FinishReason
 };

@@ -29,6 +29,17 @@ std::string metrics_text(const ServerContext& ctx) {
           static_cast<double>(st.waiting));
   w.counter("dsa_preemptions_total", "Sequences preempted because the KV cache was full.",
             static_cast<double>(st.preemptions));
+  // Speculative decoding (--speculative-tokens): vLLM's spec_decode counters.
+  w.counter("dsa_spec_decode_num_drafts_total", "Verifications: request-steps that verified MTP drafts.",
+            static_cast<double>(st.spec_verify_steps));
+  w.counter("dsa_spec_decode_num_draft_tokens_total", "Draft tokens verified.", static_cast<double>(st.spec_drafted));
+  w.counter("dsa_spec_decode_num_accepted_tokens_total", "Draft tokens accepted.",
+            static_cast<double>(st.spec_accepted));
+  w.gauge("dsa_spec_decode_acceptance_rate", "Accepted / drafted tokens since start (0 without drafts).",
+          st.spec_drafted > 0 ? static_cast<double>(st.spec_accepted) / static_cast<double>(st.spec_drafted) : 0.0);
+  w.gauge("dsa_spec_decode_mean_accepted_length", "Tokens per verification: 1 + accepted / verifications.",
+          st.spec_verify_steps > 0 ? 1.0 + static_cast<double>(st.spec_accepted) / static_cast<double>(st.spec_verify_steps)
+                                   : 0.0);
   w.counter("dsa_engine_steps_total", "Engine steps (forwards).", static_cast<double>(st.steps));
   w.counter("dsa_cuda_graph_captures_total", "Step shapes captured as CUDA graphs.",
             static_cast<double>(st.graph_captures));

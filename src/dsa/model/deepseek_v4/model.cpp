@@ -87,7 +87,56 @@ size_t device_weight_bytes(const ModelWeights& w) {
   size_t b = 0;
   for (const Tensor* t : {&w.embed, &w.head, &w.norm, &w.hc_head_fn, &w.hc_head_base, &w.hc_head_scale}) add_bytes(b, *t);
   for (const LayerWeights& L : w.layers) b += layer_bytes(L);
+  for (const MtpWeights& M : w.mtp) {
+    b += layer_bytes(M.block);
+    for (const Tensor* t : {&M.e_proj.weight, &M.e_proj.scale, &M.h_proj.weight, &M.h_proj.scale, &M.enorm, &M.hnorm,
+                            &M.norm, &M.hc_head_fn, &M.hc_head_base, &M.hc_head_scale})
+      add_bytes(b, *t);
+  }
   return b;
+}
+
+// One block: mHC pre -> attn_norm -> attention -> mHC post, mHC pre -> ffn_norm -> MoE -> mHC post.
+void block_forward(const LayerWeights& L, int l, const Step& s, const ops::MhcParams& mp, const ops::NormParams& np,
+                   const Tensor& X, MhcScratch& m, const Tensor& yn, const Tensor& token_ids, ops::MoeWorkspace& ws) {
+  const ModelConfig& c = *s.config;
+  ops::mhc_pre_norm(X, L.hc_attn.fn, L.hc_attn.base, L.hc_attn.scale, mp, L.attn_norm, np, m.mix, m.y, yn, m.post,
+                    m.comb);
+  Tensor a = attention_forward(L, l, s, yn);
+  ops::mhc_post(a, X, m.post, m.comb, X);
+
+  ops::mhc_pre_norm(X, L.hc_ffn.fn, L.hc_ffn.base, L.hc_ffn.scale, mp, L.ffn_norm, np, m.mix, m.y, yn, m.post, m.comb);
+  Tensor f = moe_forward(L, c, yn, token_ids, ws);
+  ops::mhc_post(f, X, m.post, m.comb, X);
+  if (trace_enabled()) {
+    trace_tensor(fmt::format("v4.layer{}.attn", l), a);
+    trace_tensor(fmt::format("v4.layer{}.moe", l), f);
+    trace_tensor(fmt::format("v4.layer{}.x", l), X);
+  }
+}
+
+// The logits of the rows `logit_rows` of the streams X [T][hc][d]: hyper-head (fn, base, scale),
+// norm, then the LM head.
+void head_logits(const Tensor& X, const Tensor& logit_rows, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                 const Tensor& norm, const Tensor& head, const ops::MhcParams& mp, const ops::NormParams& np,
+                 const Tensor& logits) {
+  const int64_t T = X.size(0), hc = X.size(1), d = X.size(2), R = logit_rows.size(0);
+  const Device dev = X.device();
+  Tensor Xr = Tensor::empty({R, hc, d}, DType::F32, dev);
+  ops::embed_rows(X.reshape({T, hc * d}), logit_rows, Xr.reshape({R, hc * d}));
+  Tensor hmix = Tensor::empty({R, hc}, DType::F32, dev), y = Tensor::empty({R, d}, DType::F32, dev);
+  ops::mhc_head_norm(Xr, fn, base, scale, mp, norm, np, hmix, Tensor(), y);
+  Tensor out = logits;
+  ops::linear_bf16(ops::cast(y, DType::BF16), head, out);
+}
+
+ops::MhcParams mhc_params(const ModelConfig& c) {
+  ops::MhcParams mp;
+  mp.hc_mult = c.hc_mult;
+  mp.sinkhorn_iters = c.hc_sinkhorn_iters;
+  mp.hc_eps = static_cast<float>(c.hc_eps);
+  mp.norm_eps = static_cast<float>(c.rms_norm_eps);
+  return mp;
 }
 
 }  // namespace
@@ -113,15 +162,19 @@ DeepseekV4Model::DeepseekV4Model(ModelConfig config, ModelWeights weights, Devic
     ic.softmax_scale = config_.softmax_scale();
     impls_.push_back(lp.selection.backend->create_impl(ic));
   }
-  for (int l = 0; l < config_.num_layers; ++l) {
-    const attn::LayerKind kind = kind_of_ratio(w_.layers[l].ratio);
+  DSA_CHECK(static_cast<int>(w_.mtp.size()) == config_.num_mtp_layers, "deepseek_v4: {} MTP layers loaded, the config has {}",
+            w_.mtp.size(), config_.num_mtp_layers);
+  // Main layers, then the MTP layers (layer index num_layers + k, as their caches are declared).
+  for (int l = 0; l < config_.num_layers + config_.num_mtp_layers; ++l) {
+    const LayerWeights& LW = l < config_.num_layers ? w_.layers[l] : w_.mtp[l - config_.num_layers].block;
+    const attn::LayerKind kind = kind_of_ratio(LW.ratio);
     const attn::AttentionImpl* impl = nullptr;
     for (size_t i = 0; i < plans_.size(); ++i)
       if (plans_[i].spec.kind == kind) impl = impls_[i].get();
     DSA_CHECK(impl != nullptr, "deepseek_v4: the attention plan has no {} layer type (layer {})",
               attn::layer_kind_name(kind), l);
     attn_.impl.push_back(impl);
-    const Tensor& sink = w_.layers[l].sink;
+    const Tensor& sink = LW.sink;
     DSA_CHECK(sink.dtype() == DType::F32 && sink.numel() == H, "deepseek_v4: layer {} attn_sink must be f32 [{}], got {}",
               l, H, sink.str());
     Tensor sp = Tensor::zeros({Hp}, DType::F32, device);
@@ -172,11 +225,7 @@ void DeepseekV4Model::forward(const StepInputs& in, const Tensor& logits) {
   ops::embed_rows(w_.embed, meta.token_ids, X);
   trace_tensor("v4.embed", X);
 
-  ops::MhcParams mp;
-  mp.hc_mult = static_cast<int>(hc);
-  mp.sinkhorn_iters = c.hc_sinkhorn_iters;
-  mp.hc_eps = static_cast<float>(c.hc_eps);
-  mp.norm_eps = static_cast<float>(c.rms_norm_eps);
+  const ops::MhcParams mp = mhc_params(c);
   const ops::NormParams np{static_cast<float>(c.rms_norm_eps)};
   MhcScratch m(T, hc, d, device_);
   // The normalised sub-layer input is bf16, what the attention and MoE projections read (the
@@ -184,33 +233,61 @@ void DeepseekV4Model::forward(const StepInputs& in, const Tensor& logits) {
   Tensor yn = Tensor::empty({T, d}, DType::BF16, device_);
   for (int l = 0; l < c.num_layers; ++l) {
     in.mark(l);
-    const LayerWeights& L = w_.layers[l];
-    ops::mhc_pre_norm(X, L.hc_attn.fn, L.hc_attn.base, L.hc_attn.scale, mp, L.attn_norm, np, m.mix, m.y, yn, m.post,
-                      m.comb);
-    Tensor a = attention_forward(L, l, s, yn);
-    ops::mhc_post(a, X, m.post, m.comb, X);
-
-    ops::mhc_pre_norm(X, L.hc_ffn.fn, L.hc_ffn.base, L.hc_ffn.scale, mp, L.ffn_norm, np, m.mix, m.y, yn, m.post,
-                      m.comb);
-    Tensor f = moe_forward(L, c, yn, meta.token_ids, moe_ws_);
-    ops::mhc_post(f, X, m.post, m.comb, X);
-    if (trace_enabled()) {
-      trace_tensor(fmt::format("v4.layer{}.attn", l), a);
-      trace_tensor(fmt::format("v4.layer{}.moe", l), f);
-      trace_tensor(fmt::format("v4.layer{}.x", l), X);
-    }
+    block_forward(w_.layers[l], l, s, mp, np, X, m, yn, meta.token_ids, moe_ws_);
   }
 
   in.mark(c.num_layers);
+  if (in.hidden_out.defined()) ops::copy_cast(in.hidden_out.reshape({T, hc * d}), X.reshape({T, hc * d}));
 
   // The rows whose logits the step returns (gathered on the device).
-  Tensor Xr = Tensor::empty({R, hc, d}, DType::F32, device_);
-  ops::embed_rows(X.reshape({T, hc * d}), in.logit_rows, Xr.reshape({R, hc * d}));
-  Tensor hmix = Tensor::empty({R, hc}, DType::F32, device_), y = Tensor::empty({R, d}, DType::F32, device_);
-  ops::mhc_head_norm(Xr, w_.hc_head_fn, w_.hc_head_base, w_.hc_head_scale, mp, w_.norm, np, hmix, Tensor(), y);
-  Tensor out = logits;
-  ops::linear_bf16(ops::cast(y, DType::BF16), w_.head, out);
+  head_logits(X, in.logit_rows, w_.hc_head_fn, w_.hc_head_base, w_.hc_head_scale, w_.norm, w_.head, mp, np, logits);
   trace_tensor("v4.logits", logits);
+}
+
+void DeepseekV4Model::draft(const StepInputs& in, const Tensor& logits) {
+  const ModelConfig& c = config_;
+  if (w_.mtp.empty()) CausalLM::draft(in, logits);  // throws: no MTP layer
+  const MtpWeights& M = w_.mtp[0];
+  const int layer = c.num_layers;  // the MTP layer's caches
+  const kv::BatchMetadata& meta = *in.meta;
+  const int64_t T = meta.num_tokens(), hc = c.hc_mult, d = c.hidden_size;
+  DSA_CHECK(T > 0 && meta.token_ids.defined(), "deepseek_v4 draft: a step needs token ids (got {} tokens)", T);
+  DSA_CHECK(in.hidden_src.defined() && in.hidden_src.dim() == 2 && in.hidden_src.size(1) == hc * d &&
+                in.hidden_rows.defined() && in.hidden_rows.numel() == T,
+            "deepseek_v4 draft: hidden_src must be f32 [S][{}] and hidden_rows i32 [{}]", hc * d, T);
+  const int64_t R = in.logit_rows.size(0);
+  logits.check("deepseek_v4 draft: logits", DType::F32, {R, c.vocab_size});
+  Step s;
+  s.config = &c;
+  s.in = &in;
+  s.attn = &attn_;
+  s.device = device_;
+  const ops::MhcParams mp = mhc_params(c);
+  const ops::NormParams np{static_cast<float>(c.rms_norm_eps)};
+
+  // x = e_proj(enorm(embed(next token))) on every stream + h_proj(hnorm(stream)).
+  Tensor h = Tensor::empty({T * hc, d}, DType::F32, device_);
+  ops::embed_rows(in.hidden_src, in.hidden_rows, h.reshape({T, hc * d}));
+  Tensor e = Tensor::empty({T, d}, DType::F32, device_);
+  ops::embed_rows(w_.embed, meta.token_ids, e);
+  Tensor en = Tensor::empty({T, d}, DType::BF16, device_), hn = Tensor::empty({T * hc, d}, DType::BF16, device_);
+  ops::rms_norm(e, M.enorm, en, np);
+  ops::rms_norm(h, M.hnorm, hn, np);
+  Tensor ep = Tensor::empty({T, d}, DType::BF16, device_);
+  M.e_proj.apply(en, ep);
+  Tensor hp = Tensor::empty({T * hc, d}, DType::F32, device_);
+  M.h_proj.apply(hn, hp);
+  Tensor X = Tensor::empty({T, hc, d}, DType::F32, device_);
+  for (int64_t k = 0; k < hc; ++k) ops::copy_cast(X.select(1, k), ep);
+  ops::add_into(X, hp.reshape({T, hc, d}));
+  trace_tensor("v4.mtp.x0", X);
+
+  MhcScratch m(T, hc, d, device_);
+  Tensor yn = Tensor::empty({T, d}, DType::BF16, device_);
+  block_forward(M.block, layer, s, mp, np, X, m, yn, meta.token_ids, moe_ws_);
+  if (in.hidden_out.defined()) ops::copy_cast(in.hidden_out.reshape({T, hc * d}), X.reshape({T, hc * d}));
+  head_logits(X, in.logit_rows, M.hc_head_fn, M.hc_head_base, M.hc_head_scale, M.norm, w_.head, mp, np, logits);
+  trace_tensor("v4.mtp.logits", logits);
 }
 
 std::unique_ptr<DeepseekV4Model> load_deepseek_v4_model(const std::string& dir, Device device, const V4Options& opt) {

@@ -36,6 +36,11 @@ class DeepseekV4Model final : public CausalLM {
   std::vector<size_t> layer_weight_bytes() const override;
   void reserve(int64_t max_tokens, int max_requests) override;
   void forward(const StepInputs& in, const Tensor& logits) override;
+  int num_draft_layers() const override { return static_cast<int>(w_.mtp.size()); }
+  int64_t hidden_width() const override { return static_cast<int64_t>(config_.hc_mult) * config_.hidden_size; }
+  // The MTP layer mtp.0 (causal_lm.h); its sliding-window cache is layer num_layers.
+  void draft(const StepInputs& in, const Tensor& logits) override;
+  const ModelWeights& weights() const { return w_; }  // tests: the MTP reference
 
  private:
   ModelConfig config_;

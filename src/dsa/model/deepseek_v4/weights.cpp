@@ -135,6 +135,50 @@ Tensor as_i32(const Tensor& t) {
   return out.to(t.device());
 }
 
+// The weights of one block under prefix p ("layers.N." or "mtp.N.") with compress ratio `ratio`.
+LayerWeights layer_weights(const LoadedWeights& w, const std::string& p, int ratio, const ModelConfig& c, Device dev) {
+  LayerWeights L;
+  L.ratio = ratio;
+  L.attn_norm = w.get(p + "attn_norm.weight").to(dev);
+  L.ffn_norm = w.get(p + "ffn_norm.weight").to(dev);
+  L.hc_attn = mhc(w, p + "hc_attn", dev);
+  L.hc_ffn = mhc(w, p + "hc_ffn", dev);
+  const std::string a = p + "attn.";
+  L.wq_a = linear(w, a + "wq_a", dev);
+  L.wq_b = linear(w, a + "wq_b", dev);
+  L.wkv = linear(w, a + "wkv", dev);
+  L.wo_b = linear(w, a + "wo_b", dev);
+  L.q_norm = w.get(a + "q_norm.weight").to(dev);
+  L.kv_norm = w.get(a + "kv_norm.weight").to(dev);
+  L.sink = w.get(a + "attn_sink").to(dev);
+  L.wo_a = w.get(a + "wo_a.weight").to(dev);
+  DSA_CHECK(L.wo_a.dtype() == DType::BF16, "deepseek_v4: {}wo_a.weight must be bf16, got {}", a, L.wo_a.str());
+  if (L.ratio != 0) L.compressor = compressor(w, a + "compressor.", dev);
+  if (L.ratio == 4) {
+    L.idx_wq_b = linear(w, a + "indexer.wq_b", dev);
+    L.idx_weights_proj = w.get(a + "indexer.weights_proj.weight").to(dev);
+    L.idx_compressor = compressor(w, a + "indexer.compressor.", dev);
+  }
+  const std::string f = p + "ffn.";
+  L.moe.gate = w.get(f + "gate.weight").to(dev);
+  if (w.has(f + "gate.tid2eid"))
+    L.moe.tid2eid = as_i32(w.get(f + "gate.tid2eid")).to(dev);
+  else
+    L.moe.gate_bias = w.get(f + "gate.bias").to(dev);
+  std::vector<std::string> experts;
+  for (int e = 0; e < c.n_routed_experts; ++e) experts.push_back(fmt::format("{}experts.{}.", f, e));
+  const ops::WeightFormat ef = expert_format(w, experts[0] + "w1.weight");
+  L.moe.w13 = stack_w13(w, experts, ef, dev);
+  L.moe.w2 = stack_w2(w, experts, ef, dev);
+  if (c.n_shared_experts > 0) {
+    const std::vector<std::string> shared{f + "shared_experts."};
+    const ops::WeightFormat sf = expert_format(w, shared[0] + "w1.weight");
+    L.moe.shared_w13 = stack_w13(w, shared, sf, dev);
+    L.moe.shared_w2 = stack_w2(w, shared, sf, dev);
+  }
+  return L;
+}
+
 }  // namespace
 
 ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& c, Device dev) {
@@ -149,48 +193,21 @@ ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& c, Dev
   m.hc_head_scale = w.get("hc_head_scale").to(dev);
   DSA_CHECK(m.embed.dtype() == DType::BF16 && m.head.dtype() == DType::BF16,
             "deepseek_v4: embed/head must be bf16 (got {} / {})", m.embed.str(), m.head.str());
-  for (int l = 0; l < c.num_layers; ++l) {
-    const std::string p = fmt::format("layers.{}.", l);
-    LayerWeights L;
-    L.ratio = c.compress_ratios.at(l);
-    L.attn_norm = w.get(p + "attn_norm.weight").to(dev);
-    L.ffn_norm = w.get(p + "ffn_norm.weight").to(dev);
-    L.hc_attn = mhc(w, p + "hc_attn", dev);
-    L.hc_ffn = mhc(w, p + "hc_ffn", dev);
-    const std::string a = p + "attn.";
-    L.wq_a = linear(w, a + "wq_a", dev);
-    L.wq_b = linear(w, a + "wq_b", dev);
-    L.wkv = linear(w, a + "wkv", dev);
-    L.wo_b = linear(w, a + "wo_b", dev);
-    L.q_norm = w.get(a + "q_norm.weight").to(dev);
-    L.kv_norm = w.get(a + "kv_norm.weight").to(dev);
-    L.sink = w.get(a + "attn_sink").to(dev);
-    L.wo_a = w.get(a + "wo_a.weight").to(dev);
-    DSA_CHECK(L.wo_a.dtype() == DType::BF16, "deepseek_v4: {}wo_a.weight must be bf16, got {}", a, L.wo_a.str());
-    if (L.ratio != 0) L.compressor = compressor(w, a + "compressor.", dev);
-    if (L.ratio == 4) {
-      L.idx_wq_b = linear(w, a + "indexer.wq_b", dev);
-      L.idx_weights_proj = w.get(a + "indexer.weights_proj.weight").to(dev);
-      L.idx_compressor = compressor(w, a + "indexer.compressor.", dev);
-    }
-    const std::string f = p + "ffn.";
-    L.moe.gate = w.get(f + "gate.weight").to(dev);
-    if (w.has(f + "gate.tid2eid"))
-      L.moe.tid2eid = as_i32(w.get(f + "gate.tid2eid")).to(dev);
-    else
-      L.moe.gate_bias = w.get(f + "gate.bias").to(dev);
-    std::vector<std::string> experts;
-    for (int e = 0; e < c.n_routed_experts; ++e) experts.push_back(fmt::format("{}experts.{}.", f, e));
-    const ops::WeightFormat ef = expert_format(w, experts[0] + "w1.weight");
-    L.moe.w13 = stack_w13(w, experts, ef, dev);
-    L.moe.w2 = stack_w2(w, experts, ef, dev);
-    if (c.n_shared_experts > 0) {
-      const std::vector<std::string> shared{f + "shared_experts."};
-      const ops::WeightFormat sf = expert_format(w, shared[0] + "w1.weight");
-      L.moe.shared_w13 = stack_w13(w, shared, sf, dev);
-      L.moe.shared_w2 = stack_w2(w, shared, sf, dev);
-    }
-    m.layers.push_back(std::move(L));
+  for (int l = 0; l < c.num_layers; ++l)
+    m.layers.push_back(layer_weights(w, fmt::format("layers.{}.", l), c.compress_ratios.at(l), c, dev));
+  for (int k = 0; k < c.num_mtp_layers; ++k) {
+    const std::string p = fmt::format("mtp.{}.", k);
+    MtpWeights M;
+    M.block = layer_weights(w, p, c.mtp_compress_ratios.at(k), c, dev);
+    M.e_proj = linear(w, p + "e_proj", dev);
+    M.h_proj = linear(w, p + "h_proj", dev);
+    M.enorm = w.get(p + "enorm.weight").to(dev);
+    M.hnorm = w.get(p + "hnorm.weight").to(dev);
+    M.norm = w.get(p + "norm.weight").to(dev);
+    M.hc_head_fn = w.get(p + "hc_head_fn").to(dev);
+    M.hc_head_base = w.get(p + "hc_head_base").to(dev);
+    M.hc_head_scale = w.get(p + "hc_head_scale").to(dev);
+    m.mtp.push_back(std::move(M));
   }
   return m;
 }

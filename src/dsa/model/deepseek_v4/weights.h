@@ -52,12 +52,23 @@ struct LayerWeights {
   ops::MoeLayerWeights moe;
 };
 
+// One MTP layer (`mtp.N.`, docs/speculative-decoding.md): x = e_proj(enorm(embed(next token)))
+// broadcast over the hc streams + h_proj(hnorm(target streams)), then a full block (`block`,
+// sliding-window attention), then its own hyper-head and norm before the shared LM head.
+struct MtpWeights {
+  LayerWeights block;
+  Linear e_proj, h_proj;
+  Tensor enorm, hnorm, norm;
+  Tensor hc_head_fn, hc_head_base, hc_head_scale;
+};
+
 struct ModelWeights {
   Tensor embed;  // bf16 [V][hidden]
   Tensor head;   // bf16 [V][hidden]
   Tensor norm;   // [hidden]
   Tensor hc_head_fn, hc_head_base, hc_head_scale;
-  std::vector<LayerWeights> layers;  // main layers (MTP weights stay in `loaded`)
+  std::vector<LayerWeights> layers;  // main layers
+  std::vector<MtpWeights> mtp;       // num_mtp_layers MTP layers (the drafter)
   LoadedWeights loaded;              // the checkpoint's tensors (memory-mapped views on the host)
 };
 

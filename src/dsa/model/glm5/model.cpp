@@ -98,6 +98,11 @@ size_t weight_bytes_of(const Weights& w) {
   size_t b = 0;
   for (const Tensor* t : {&w.embed, &w.final_norm, &w.lm_head}) add_bytes(b, *t);
   for (const LayerWeights& L : w.layers) b += layer_bytes(L);
+  for (const MtpWeights& M : w.mtp) {
+    b += layer_bytes(M.layer);
+    for (const Tensor* t : {&M.enorm, &M.hnorm, &M.shared_norm}) add_bytes(b, *t);
+    add_linear(b, M.eh_proj);
+  }
   return b;
 }
 
@@ -172,18 +177,7 @@ void Model::forward(const StepInputs& in, const Tensor& logits) {
   DSA_CHECK(in.logit_rows.defined() && in.logit_rows.dim() == 1, "glm5 forward: logit_rows must be i32 [N]");
   const int64_t R = in.logit_rows.size(0);
   logits.check("glm5 forward: logits", DType::F32, {R, w_.lm_head.size(0)});
-  const ops::NormParams rms{static_cast<float>(cfg_.rms_norm_eps)};
-
-  const kv::KvPool& latent0 = in.pool(0, attn::CacheRole::Latent);
-  const kv::GroupMetadata& g = md.groups.at(static_cast<size_t>(latent0.group));
-  Step step;
-  step.in = &in;
-  step.tokens = T;
-  step.index_len = md.index_len;
-  step.positions = md.positions;
-  step.token_seg = md.token_req;
-  step.slots = g.slots;
-  step.blocks = {g.block_table, g.page_size, g.num_pages};
+  Step step = make_step(in);
 
   // Residual stream in f32; block inputs and outputs in bf16. Everything below runs on the
   // model's device.
@@ -193,32 +187,92 @@ void Model::forward(const StepInputs& in, const Tensor& logits) {
   Tensor h = Tensor::empty({T, Hd}, DType::BF16, device_);
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     in.mark(static_cast<int>(l));
-    const LayerWeights& L = w_.layers[l];
-    ops::rms_norm(x, L.input_norm, h, rms);
-    ops::PagedKvCache cache;
-    cache.kind = ops::KvCacheKind::Fp8DsMla;
-    const kv::KvPool& pool = in.pool(static_cast<int>(l), attn::CacheRole::Latent);
-    cache.page_size = pool.page_size;
-    cache.data = pool.data;
-    Tensor attn = attention_block(L, static_cast<int>(l), h, attn_cfg_, *attn_impl_, cache, step);
-    if (comm_) comm_->all_reduce_sum(attn);  // row-parallel o_proj: the ranks' partial sums
-    ops::add_into(x, attn);
-    ops::rms_norm(x, L.post_attn_norm, h, rms);
-    Tensor mlp = mlp_block(L, h, mlp_cfg_, moe_ws_);
-    if (comm_) comm_->all_reduce_sum(mlp);  // row-parallel down projections
-    ops::add_into(x, mlp);
+    layer_forward(w_.layers[l], static_cast<int>(l), x, h, step, /*sharded=*/comm_ != nullptr);
     if (trace_enabled()) trace_tensor(fmt::format("glm5.layer{}.x", l), x);
   }
 
   in.mark(static_cast<int>(w_.layers.size()));
+  if (in.hidden_out.defined()) ops::copy_cast(in.hidden_out, x);
+  head_logits(x, in.logit_rows, w_.final_norm, logits);
+}
 
-  // The rows whose logits the step returns (gathered on the device).
+Step Model::make_step(const StepInputs& in) const {
+  const kv::BatchMetadata& md = *in.meta;
+  const kv::KvPool& latent0 = in.pool(0, attn::CacheRole::Latent);
+  const kv::GroupMetadata& g = md.groups.at(static_cast<size_t>(latent0.group));
+  Step step;
+  step.in = &in;
+  step.tokens = md.num_tokens();
+  step.index_len = md.index_len;
+  step.positions = md.positions;
+  step.token_seg = md.token_req;
+  step.slots = g.slots;
+  step.blocks = {g.block_table, g.page_size, g.num_pages};
+  return step;
+}
+
+void Model::layer_forward(const LayerWeights& L, int l, const Tensor& x, const Tensor& h, Step& step, bool sharded) {
+  const ops::NormParams rms{static_cast<float>(cfg_.rms_norm_eps)};
+  ops::rms_norm(x, L.input_norm, h, rms);
+  ops::PagedKvCache cache;
+  cache.kind = ops::KvCacheKind::Fp8DsMla;
+  const kv::KvPool& pool = step.in->pool(l, attn::CacheRole::Latent);
+  cache.page_size = pool.page_size;
+  cache.data = pool.data;
+  Tensor attn = attention_block(L, l, h, attn_cfg_, *attn_impl_, cache, step);
+  if (sharded) comm_->all_reduce_sum(attn);  // row-parallel o_proj: the ranks' partial sums
+  ops::add_into(x, attn);
+  ops::rms_norm(x, L.post_attn_norm, h, rms);
+  Tensor mlp = mlp_block(L, h, mlp_cfg_, moe_ws_);
+  if (sharded) comm_->all_reduce_sum(mlp);  // row-parallel down projections
+  ops::add_into(x, mlp);
+}
+
+void Model::head_logits(const Tensor& x, const Tensor& logit_rows, const Tensor& norm, const Tensor& logits) const {
+  const int64_t R = logit_rows.size(0), Hd = dims_.hidden;
+  const ops::NormParams rms{static_cast<float>(cfg_.rms_norm_eps)};
   Tensor rows = Tensor::empty({R, Hd}, DType::F32, device_);
-  ops::embed_rows(x, in.logit_rows, rows);
+  ops::embed_rows(x, logit_rows, rows);
   Tensor hn = Tensor::empty({R, Hd}, DType::BF16, device_);
-  ops::rms_norm(rows, w_.final_norm, hn, rms);
+  ops::rms_norm(rows, norm, hn, rms);
   Tensor out = logits;
   ops::linear_bf16(hn, w_.lm_head, out);
+}
+
+void Model::draft(const StepInputs& in, const Tensor& logits) {
+  if (w_.mtp.empty()) CausalLM::draft(in, logits);  // throws: no MTP layer
+  DSA_CHECK(comm_ == nullptr, "glm5 draft: the MTP layer is not sharded for tensor parallelism yet (size {})",
+            comm_ ? comm_->size() : 1);
+  const MtpWeights& M = w_.mtp[0];
+  const kv::BatchMetadata& md = *in.meta;
+  const int64_t T = md.num_tokens(), Hd = dims_.hidden;
+  DSA_CHECK(T > 0 && md.token_ids.defined(), "glm5 draft: a step needs token ids (got {} tokens)", T);
+  DSA_CHECK(in.hidden_src.defined() && in.hidden_src.dim() == 2 && in.hidden_src.size(1) == Hd &&
+                in.hidden_rows.defined() && in.hidden_rows.numel() == T,
+            "glm5 draft: hidden_src must be f32 [S][{}] and hidden_rows i32 [{}]", Hd, T);
+  logits.check("glm5 draft: logits", DType::F32, {in.logit_rows.size(0), w_.lm_head.size(0)});
+  const ops::NormParams rms{static_cast<float>(cfg_.rms_norm_eps)};
+  Step step = make_step(in);
+
+  // x = eh_proj([enorm(embed(next token)) | hnorm(hidden)]).
+  Tensor e = Tensor::empty({T, Hd}, DType::F32, device_), hs = Tensor::empty({T, Hd}, DType::F32, device_);
+  ops::embed_rows(w_.embed, md.token_ids, e);
+  ops::embed_rows(in.hidden_src, in.hidden_rows, hs);
+  Tensor cat = Tensor::empty({T, 2 * Hd}, DType::BF16, device_);
+  Tensor en = Tensor::empty({T, Hd}, DType::BF16, device_), hn = Tensor::empty({T, Hd}, DType::BF16, device_);
+  ops::rms_norm(e, M.enorm, en, rms);
+  ops::rms_norm(hs, M.hnorm, hn, rms);
+  ops::copy_cast(cat.slice(1, 0, Hd), en);
+  ops::copy_cast(cat.slice(1, Hd, 2 * Hd), hn);
+  Tensor x = Tensor::empty({T, Hd}, DType::F32, device_);
+  ops::copy_cast(x, apply(M.eh_proj, cat));
+  trace_tensor("glm5.mtp.x0", x);
+
+  Tensor h = Tensor::empty({T, Hd}, DType::BF16, device_);
+  layer_forward(M.layer, cfg_.num_layers, x, h, step, /*sharded=*/false);
+  if (in.hidden_out.defined()) ops::copy_cast(in.hidden_out, x);
+  head_logits(x, in.logit_rows, M.shared_norm, logits);
+  trace_tensor("glm5.mtp.logits", logits);
 }
 
 }  // namespace dsa::model::glm5

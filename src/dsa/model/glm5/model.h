@@ -1,8 +1,8 @@
 // GLM-5 / GLM-5.1 (`glm_moe_dsa`) causal LM: embedding, decoder layers (attention.h, mlp.h),
 // final RMSNorm and LM head, over a flat ragged batch (causal_lm.h). The model declares one cache
 // group ("tokens", pages of 64 tokens) holding every layer's fp8_ds_mla latent cache and the
-// paged FP8 indexer keys of the layers that run the indexer; the engine owns the memory. The MTP
-// layer is loaded by the checkpoint validator but not run (no speculation yet).
+// paged FP8 indexer keys of the layers that run the indexer (the MTP layer's caches included);
+// the engine owns the memory. The MTP layer drafts tokens for speculative decoding (draft()).
 #pragma once
 #include <memory>
 #include <optional>
@@ -34,6 +34,9 @@ class Model final : public CausalLM {
   std::vector<size_t> layer_weight_bytes() const override;
   void reserve(int64_t max_tokens, int max_requests) override;
   void forward(const StepInputs& in, const Tensor& logits) override;
+  int num_draft_layers() const override { return static_cast<int>(w_.mtp.size()); }
+  // The MTP layer (layer num_hidden_layers; causal_lm.h).
+  void draft(const StepInputs& in, const Tensor& logits) override;
   // Read-only views for tests that drive one block with outside inputs.
   const Weights& weights() const { return w_; }
   const AttentionConfig& attention_config() const { return attn_cfg_; }
@@ -50,6 +53,12 @@ class Model final : public CausalLM {
   std::unique_ptr<attn::AttentionImpl> attn_impl_;
   ops::MoeWorkspace moe_ws_;
   parallel::Communicator* comm_ = nullptr;  // set when the tensor-parallel size is above 1
+
+  Step make_step(const StepInputs& in) const;
+  // One decoder layer on the residual x (f32 [T][hidden]; h: bf16 scratch of the same shape);
+  // sharded: the layer holds this rank's tensor-parallel shard and all-reduces its two blocks.
+  void layer_forward(const LayerWeights& L, int layer, const Tensor& x, const Tensor& h, Step& step, bool sharded);
+  void head_logits(const Tensor& x, const Tensor& logit_rows, const Tensor& norm, const Tensor& logits) const;
 };
 
 }  // namespace dsa::model::glm5

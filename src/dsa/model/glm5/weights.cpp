@@ -152,7 +152,8 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
   W.embed = get("model.embed_tokens.weight").to(dev);
   W.final_norm = vec("model.norm.weight");
   W.lm_head = to_bf16(get("lm_head.weight")).to(dev);
-  for (int64_t l = 0; l < d.layers; ++l) {
+  // Layer l's weights; has_indexer / dense as the layer's type says (the MTP layer: full, MoE).
+  auto load_layer = [&](int64_t l, bool has_indexer, bool dense) {
     const std::string p = fmt::format("model.layers.{}.", l), a = p + "self_attn.", m = p + "mlp.";
     LayerWeights L;
     L.input_norm = vec(p + "input_layernorm.weight");
@@ -187,7 +188,7 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
     L.w_uk = L.w_uk.to(dev);
     L.w_uv = L.w_uv.to(dev);
 
-    L.has_indexer = d.indexer_full.at(static_cast<size_t>(l));
+    L.has_indexer = has_indexer;
     if (L.has_indexer) {
       L.indexer.wq_b = linear_to(linear(a + "indexer.wq_b"), dev);
       L.indexer.wk = linear_to(linear(a + "indexer.wk"), dev);
@@ -196,7 +197,7 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
       L.indexer.weights_proj = to_bf16(get(a + "indexer.weights_proj.weight")).to(dev);
     }
 
-    L.dense = l < d.first_dense;
+    L.dense = dense;
     if (L.dense) {
       const Linear g = linear(m + "gate_proj"), u = linear(m + "up_proj"), dn = linear(m + "down_proj");
       L.moe.shared_w13 = stack_experts({{&g, &u}}, m + "gate_proj/up_proj", dev);
@@ -223,7 +224,20 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
         L.moe.shared_w2 = stack_experts({{&dn}}, m + "shared_experts.down_proj", dev);
       }
     }
-    W.layers.push_back(std::move(L));
+    return L;
+  };
+  for (int64_t l = 0; l < d.layers; ++l)
+    W.layers.push_back(load_layer(l, d.indexer_full.at(static_cast<size_t>(l)), l < d.first_dense));
+  for (int64_t k = 0; k < d.mtp_layers; ++k) {
+    const int64_t l = d.layers + k;
+    const std::string p = fmt::format("model.layers.{}.", l);
+    MtpWeights M;
+    M.layer = load_layer(l, true, false);
+    M.enorm = vec(p + "enorm.weight");
+    M.hnorm = vec(p + "hnorm.weight");
+    M.eh_proj = linear_to(linear(p + "eh_proj"), dev);
+    M.shared_norm = vec(p + "shared_head.norm.weight");
+    W.mtp.push_back(std::move(M));
   }
   return W;
 }

@@ -53,11 +53,22 @@ struct LayerWeights {
   ops::MoeLayerWeights moe;      // dense layers: shared_w13/shared_w2 hold the dense MLP
 };
 
+// The MTP layer (`model.layers.{num_hidden_layers}.`, docs/speculative-decoding.md):
+// x = eh_proj(concat(enorm(embed(next token)), hnorm(target hidden))), one full decoder layer
+// (`layer`: indexer, MoE), then shared_head.norm and the main LM head (the release stores no
+// separate head or embedding for it).
+struct MtpWeights {
+  LayerWeights layer;
+  Tensor enorm, hnorm, shared_norm;  // [hidden]
+  Linear eh_proj;                    // [hidden][2 * hidden] (bf16 in the release)
+};
+
 struct Weights {
   Tensor embed;     // [vocab][hidden] bf16 or f32, as in the checkpoint
   Tensor final_norm;
   Tensor lm_head;   // bf16 [vocab][hidden]
   std::vector<LayerWeights> layers;
+  std::vector<MtpWeights> mtp;  // num_nextn_predict_layers
 };
 
 // Builds the forward's weights from loaded checkpoint tensors (on the CPU) and moves them to

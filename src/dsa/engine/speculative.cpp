@@ -1,0 +1,138 @@
+#include "dsa/engine/speculative.h"
+
+#include <algorithm>
+
+#include "dsa/core/error.h"
+
+namespace dsa::engine {
+
+int accepted_prefix(std::span<const int32_t> drafts, std::span<const int32_t> target) {
+  DSA_CHECK(target.size() == drafts.size() + 1, "speculative: {} verified rows for {} drafts (need drafts + 1)",
+            target.size(), drafts.size());
+  int a = 0;
+  while (static_cast<size_t>(a) < drafts.size() && target[static_cast<size_t>(a)] >= 0 &&
+         drafts[static_cast<size_t>(a)] == target[static_cast<size_t>(a)])
+    ++a;
+  return a;
+}
+
+bool rollback_needs_state(const std::vector<kv::CacheGroupSpec>& groups, int64_t keep, int64_t end) {
+  for (const kv::CacheGroupSpec& g : groups) {
+    if (g.ratio <= 1) continue;
+    // Is there a p in [keep, end) with (p + 1) % ratio == 0? The first such p + 1 is the first
+    // multiple of ratio above keep.
+    const int64_t first_close = (keep / g.ratio + 1) * g.ratio - 1;
+    if (first_close < end) return true;
+  }
+  return false;
+}
+
+Drafter::Drafter(model::CausalLM& lm, ModelRunner& runner, kv::KvManager& kv) : lm_(lm), runner_(runner), kv_(kv) {
+  DSA_CHECK(lm_.num_draft_layers() > 0, "speculative decoding: the model has no MTP layer");
+}
+
+Tensor Drafter::buffer(int i, int64_t tokens) {
+  Tensor& b = bufs_[i];
+  const int64_t W = lm_.hidden_width();
+  if (!b.defined() || b.size(0) < tokens)
+    b = Tensor::empty({std::max<int64_t>(tokens, b.defined() ? 2 * b.size(0) : 0), W}, DType::F32, lm_.device());
+  return b.slice(0, 0, tokens);
+}
+
+Tensor Drafter::target_hidden(int64_t tokens) { return buffer(0, tokens); }
+
+void Drafter::run(std::vector<DraftJob>& jobs) {
+  // 1. Catch the MTP cache up: one MTP step over every job's new committed positions.
+  kv::Batch b;
+  std::vector<int32_t> hidden_rows;
+  std::vector<RowRequest> rows;
+  std::vector<int> draft_row(jobs.size(), -1);  // the job's row in `rows`
+  std::vector<int64_t> last_token(jobs.size(), -1);  // the job's last token in the batch
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    DraftJob& job = jobs[j];
+    Sequence& s = *job.seq;
+    const int64_t start = std::max(s.mtp_done, job.step_start);
+    const int64_t len = static_cast<int64_t>(s.tokens.size());
+    if (job.valid_end <= start) {
+      job.drafts = 0;
+      continue;
+    }
+    std::vector<int32_t> next(s.tokens.begin() + start + 1, s.tokens.begin() + job.valid_end + 1);
+    for (int64_t p = start; p < job.valid_end; ++p) hidden_rows.push_back(static_cast<int32_t>(job.first_row + p - job.step_start));
+    b.add(static_cast<kv::RequestId>(s.id), start, next);
+    s.mtp_done = job.valid_end;
+    last_token[j] = b.num_tokens() - 1;
+    // The last committed position predicts the token after the last one: the first draft.
+    if (job.drafts > 0 && job.valid_end == len - 1) {
+      draft_row[j] = static_cast<int>(rows.size());
+      rows.push_back(RowRequest{b.num_tokens() - 1, {}, false});
+    } else {
+      job.drafts = 0;
+    }
+  }
+  if (b.empty()) return;
+  const bool any_draft = !rows.empty();
+  if (rows.empty()) rows.push_back(RowRequest{0, {}, false});  // the runner samples at least one row
+  StepExtras x;
+  x.draft = true;
+  x.hidden_src = bufs_[0];
+  x.hidden_rows = Tensor::empty({b.num_tokens()}, DType::I32);
+  std::copy(hidden_rows.begin(), hidden_rows.end(), x.hidden_rows.data<int32_t>());
+  int cur = 1;
+  x.hidden_out = buffer(cur, b.num_tokens());
+  StepResult res = runner_.run(b, rows, &x);
+  if (!any_draft) return;
+  int max_drafts = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (draft_row[j] < 0) continue;
+    Sequence& s = *jobs[j].seq;
+    s.drafts.clear();
+    const int32_t t = res.tokens[static_cast<size_t>(draft_row[j])];
+    if (t < 0) {
+      jobs[j].drafts = 0;
+      continue;
+    }
+    s.drafts.push_back(t);
+    // Draft k >= 2 writes the MTP cache at position len - 3 + k: pages ahead of the cache end.
+    const int64_t len = static_cast<int64_t>(s.tokens.size());
+    if (jobs[j].drafts > 1 && !kv_.reserve(static_cast<kv::RequestId>(s.id), len + jobs[j].drafts - 2)) jobs[j].drafts = 1;
+    max_drafts = std::max(max_drafts, jobs[j].drafts);
+  }
+
+  // 2. Chain: draft k from draft k - 1 and the MTP layer's own hidden state.
+  for (int k = 2; k <= max_drafts; ++k) {
+    kv::Batch c;
+    std::vector<int32_t> src_rows;
+    std::vector<RowRequest> crow;
+    std::vector<size_t> who;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      Sequence& s = *jobs[j].seq;
+      if (jobs[j].drafts < k || static_cast<int>(s.drafts.size()) != k - 1) continue;
+      const int64_t len = static_cast<int64_t>(s.tokens.size());
+      const int32_t prev = s.drafts.back();
+      c.add(static_cast<kv::RequestId>(s.id), len - 3 + k, std::span<const int32_t>(&prev, 1));
+      src_rows.push_back(static_cast<int32_t>(last_token[j]));
+      last_token[j] = c.num_tokens() - 1;
+      crow.push_back(RowRequest{c.num_tokens() - 1, {}, false});
+      who.push_back(j);
+    }
+    if (c.empty()) break;
+    StepExtras y;
+    y.draft = true;
+    y.hidden_src = bufs_[cur];
+    cur = 3 - cur;
+    y.hidden_out = buffer(cur, c.num_tokens());
+    y.hidden_rows = Tensor::empty({c.num_tokens()}, DType::I32);
+    std::copy(src_rows.begin(), src_rows.end(), y.hidden_rows.data<int32_t>());
+    res = runner_.run(c, crow, &y);
+    for (size_t i = 0; i < who.size(); ++i) {
+      const int32_t t = res.tokens[i];
+      if (t < 0)
+        jobs[who[i]].drafts = k - 1;
+      else
+        jobs[who[i]].seq->drafts.push_back(t);
+    }
+  }
+}
+
+}  // namespace dsa::engine

@@ -1,0 +1,288 @@
+// Speculative decoding with the MTP layer (docs/speculative-decoding.md) on the tiny GLM-5.1 and
+// DeepSeek-V4 checkpoints on the CPU: greedy (and seeded sampled) output with N = 1, 2, 3 drafts
+// per step equals the output without drafts, token for token, with several requests per step
+// (some without drafts), chunked prefill and a V4 run long enough to cross its compressor
+// windows (ratio 4 and 128: 140 generated tokens); the random tiny MTP layers rarely predict
+// right, so most drafts are rejected and every rollback path runs; forced drafts that are always accepted or always
+// rejected leave the output unchanged (every rollback path, the compressor-state restore
+// included, is exact); the verifier and the rollback rule on synthetic inputs; bad input errors.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "dsa/core/error.h"
+#include "dsa/engine/engine.h"
+#include "dsa/engine/speculative.h"
+#include "dsa/model/checkpoint_tiny.h"
+#include "dsa/model/scripted_weights.h"
+#include "engine_models.h"
+
+namespace dsa::engine::test {
+namespace {
+
+model::CausalLM& tiny(const std::string& arch) {
+  static std::map<std::string, std::unique_ptr<model::CausalLM>> models;
+  auto& m = models[arch];
+  if (!m) m = load_tiny_lm(arch);
+  return *m;
+}
+
+SamplingParams greedy(int64_t max_tokens) {
+  SamplingParams p;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+struct Outcome {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<FinishReason> finishes;
+  int64_t preemptions = 0;
+  SpecStats stats;
+};
+
+Outcome generate(model::CausalLM& lm, const std::vector<std::vector<int32_t>>& prompts,
+             const std::vector<SamplingParams>& params, EngineOptions o) {
+  Engine e(lm, o);
+  Outcome r;
+  for (const Completion& c : e.generate(prompts, params)) {
+    EXPECT_TRUE(c.finish == FinishReason::Length || c.finish == FinishReason::Stop) << c.error;
+    r.tokens.push_back(c.tokens);
+    r.finishes.push_back(c.finish);
+  }
+  r.stats = e.spec_stats();
+  r.preemptions = e.num_preemptions();
+  return r;
+}
+
+void print_stats(const std::string& what, const SpecStats& s) {
+  std::printf("%s: %lld verify steps, %lld drafted, %lld accepted (%.3f), mean accepted length %.3f, %lld rollbacks\n",
+              what.c_str(), static_cast<long long>(s.verify_steps), static_cast<long long>(s.drafted),
+              static_cast<long long>(s.accepted), s.acceptance_rate(), s.mean_accepted_length(),
+              static_cast<long long>(s.rollbacks));
+}
+
+TEST(SpeculativeVerifier, AcceptsTheMatchingPrefixAndEmitsOneMore) {
+  const std::vector<int32_t> drafts{5, 6, 7};
+  EXPECT_EQ(accepted_prefix(drafts, std::vector<int32_t>{5, 6, 7, 8}), 3);  // all accepted + bonus
+  EXPECT_EQ(accepted_prefix(drafts, std::vector<int32_t>{5, 6, 9, 8}), 2);  // third rejected, 9 corrects it
+  EXPECT_EQ(accepted_prefix(drafts, std::vector<int32_t>{4, 6, 7, 8}), 0);  // first rejected
+  EXPECT_EQ(accepted_prefix(drafts, std::vector<int32_t>{5, -1, 7, 8}), 1);  // a non-finite row stops acceptance
+  EXPECT_EQ(accepted_prefix({}, std::vector<int32_t>{3}), 0);
+  EXPECT_THROW(accepted_prefix(drafts, std::vector<int32_t>{5, 6, 7}), Error);
+}
+
+TEST(SpeculativeVerifier, StateRollbackOnlyWhenAWindowClosesInTheRejectedSpan) {
+  std::vector<kv::CacheGroupSpec> groups(3);
+  groups[0].ratio = 1;
+  groups[1].ratio = 4;
+  groups[2].ratio = 128;
+  // Positions [keep, end) are forgotten; position p closes a window of m when (p + 1) % m == 0.
+  EXPECT_FALSE(rollback_needs_state(groups, 4, 7));   // 4, 5, 6: no close of 4
+  EXPECT_TRUE(rollback_needs_state(groups, 4, 8));    // 7 closes
+  EXPECT_TRUE(rollback_needs_state(groups, 3, 4));    // 3 closes
+  EXPECT_FALSE(rollback_needs_state(groups, 8, 8));   // nothing forgotten
+  EXPECT_FALSE(rollback_needs_state({groups[0], groups[2]}, 120, 127));
+  EXPECT_TRUE(rollback_needs_state({groups[0], groups[2]}, 120, 128));  // 127 closes a window of 128
+  EXPECT_FALSE(rollback_needs_state({groups[0]}, 0, 100));             // GLM: never
+}
+
+class SpeculativeTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  model::CausalLM& lm() { return tiny(GetParam()); }
+  int64_t vocab() { return lm().config().vocab_size; }
+};
+
+// Several requests in one batch, chunked prefill, one request decoding without drafts.
+TEST_P(SpeculativeTest, GreedyOutputEqualsDecodingWithoutDrafts) {
+  const auto prompts = random_prompts({20, 9, 31}, vocab(), 3);
+  std::vector<SamplingParams> params{greedy(36), greedy(16), greedy(24)};
+  params[1].speculative_tokens = 0;  // no drafts for this one
+  EngineOptions o;
+  o.max_running = 3;
+  o.max_step_tokens = 32;
+  o.max_prefill_chunk = 8;
+  o.log_capacity = false;
+  const Outcome base = generate(lm(), prompts, params, o);
+  for (int n : {1, 2, 3}) {
+    o.speculative_tokens = n;
+    const Outcome spec = generate(lm(), prompts, params, o);
+    print_stats(fmt::format("{} N={}", GetParam(), n), spec.stats);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(spec.tokens[i], base.tokens[i]) << "N = " << n << ", request " << i;
+    EXPECT_GT(spec.stats.verify_steps, 0);
+    EXPECT_GE(spec.stats.drafted, spec.stats.verify_steps);
+  }
+}
+
+// 140 generated tokens after a 20-token prompt cross V4's ratio-128 compressor window (and many
+// ratio-4 ones) while verifying drafts; a second request joins mid-way.
+TEST(SpeculativeLong, DeepseekV4CrossesBothCompressorWindows) {
+  model::CausalLM& lm = tiny("deepseek_v4");
+  const auto prompts = random_prompts({20, 11}, lm.config().vocab_size, 17);
+  const std::vector<SamplingParams> params{greedy(140), greedy(20)};
+  EngineOptions o;
+  o.max_running = 2;
+  o.max_prefill_chunk = 6;
+  o.log_capacity = false;
+  const Outcome base = generate(lm, prompts, params, o);
+  for (int n : {1, 2, 3}) {
+    o.speculative_tokens = n;
+    const Outcome spec = generate(lm, prompts, params, o);
+    print_stats(fmt::format("deepseek_v4 long N={}", n), spec.stats);
+    EXPECT_EQ(spec.tokens, base.tokens) << "N = " << n;
+    EXPECT_GT(spec.stats.rollbacks, 0);  // compressor state restored at least once
+  }
+}
+
+// Seeded sampling: row j of a verification draws with the counter decoding without drafts
+// uses for that token, so the sampled output is the same sequence too.
+TEST_P(SpeculativeTest, SeededSampledOutputEqualsDecodingWithoutDrafts) {
+  const auto prompts = random_prompts({12, 7}, vocab(), 9);
+  SamplingParams p = greedy(40);
+  p.temperature = 0.8;
+  p.top_k = 20;
+  p.seed = 1234;
+  EngineOptions o;
+  o.max_running = 2;
+  o.log_capacity = false;
+  const Outcome base = generate(lm(), prompts, {p}, o);
+  o.speculative_tokens = 2;
+  const Outcome spec = generate(lm(), prompts, {p}, o);
+  print_stats(GetParam() + " sampled N=2", spec.stats);
+  EXPECT_EQ(spec.tokens, base.tokens);
+  EXPECT_GT(spec.stats.verify_steps, 0);
+}
+
+// Drafts forced to the right tokens are all accepted (mean accepted length N + 1, nothing rolled
+// back); drafts forced wrong are all rejected (every step rolls back, the V4 compressor state
+// restored where a window closed inside the span). Both give the output without drafts.
+TEST_P(SpeculativeTest, ForcedDraftsAllAcceptedOrAllRejectedKeepTheOutput) {
+  const auto prompts = random_prompts({15, 6}, vocab(), 21);
+  const std::vector<SamplingParams> params{greedy(40), greedy(25)};
+  EngineOptions o;
+  o.max_running = 2;
+  o.max_prefill_chunk = 5;
+  o.log_capacity = false;
+  const Outcome base = generate(lm(), prompts, params, o);
+  const int64_t V = vocab();
+  for (bool right : {true, false}) {
+    for (int n : {1, 3}) {
+      o.speculative_tokens = n;
+      o.draft_hook = [&](const Sequence& s, std::vector<int32_t>& d) {
+        const std::vector<int32_t>& want = base.tokens.at(s.id);  // ids are given in order from 0
+        for (size_t k = 0; k < d.size(); ++k) {
+          const size_t g = static_cast<size_t>(s.generated()) + k;  // index of the drafted token in the output
+          const int32_t t = g < want.size() ? want[g] : 0;
+          d[k] = right ? t : static_cast<int32_t>((t + 1) % V);
+        }
+      };
+      const Outcome spec = generate(lm(), prompts, params, o);
+      print_stats(fmt::format("{} forced {} N={}", GetParam(), right ? "right" : "wrong", n), spec.stats);
+      EXPECT_EQ(spec.tokens, base.tokens) << (right ? "right" : "wrong") << " drafts, N = " << n;
+      ASSERT_GT(spec.stats.drafted, 0);
+      if (right) {
+        EXPECT_EQ(spec.stats.accepted, spec.stats.drafted);
+        EXPECT_EQ(spec.stats.rollbacks, 0);
+      } else {
+        EXPECT_EQ(spec.stats.accepted, 0);
+        if (GetParam() == "deepseek_v4" && n == 3) EXPECT_GT(spec.stats.rollbacks, 0);
+      }
+    }
+  }
+}
+
+// A scripted checkpoint whose MTP layer predicts the script (model/scripted_weights.h): its real
+// drafts (no hook) are accepted, so a step emits up to N + 1 tokens, and the output is the script.
+TEST_P(SpeculativeTest, PredictingMtpLayerDraftsAreAccepted) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dsa_spec_script_" + GetParam() + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  TinyOptions t;
+  t.arch = GetParam();
+  t.seed = 5;
+  make_tiny_checkpoint(t, dir.string());
+  std::map<int32_t, int32_t> next;
+  for (int32_t i = 2; i < 30; ++i) next[i] = i + 1;
+  next[30] = 2;  // a cycle: the reply never ends
+  model::apply_scripted_weights(dir.string(), next);
+  model::apply_predicting_mtp(dir.string());
+  auto lm = model::load_causal_lm(dir.string(), Device::cpu(), {.progress = false});
+  // The third request stops on token 20, inside an accepted span.
+  const std::vector<std::vector<int32_t>> prompts{{100, 200, 7}, {300, 12}, {55, 4}};
+  std::vector<SamplingParams> params{greedy(40), greedy(33), greedy(40)};
+  params[2].stop_token_ids = {20};
+  EngineOptions o;
+  o.max_running = 2;
+  o.log_capacity = false;
+  o.max_running = 3;
+  const Outcome base = generate(*lm, prompts, params, o);
+  ASSERT_EQ(base.tokens[2].size(), 16u);  // 5, 6, ..., 20
+  for (size_t i = 0; i < prompts.size(); ++i)
+    for (size_t k = 0; k < base.tokens[i].size(); ++k)  // the script: successors of the prompt's last token
+      ASSERT_EQ(base.tokens[i][k], next.at(k == 0 ? prompts[i].back() : base.tokens[i][k - 1])) << i << " " << k;
+  for (int n : {1, 3}) {
+    o.speculative_tokens = n;
+    const Outcome spec = generate(*lm, prompts, params, o);
+    print_stats(fmt::format("{} predicting MTP N={}", GetParam(), n), spec.stats);
+    EXPECT_EQ(spec.tokens, base.tokens) << "N = " << n;
+    EXPECT_EQ(spec.finishes[2], FinishReason::Stop);
+    EXPECT_GT(spec.stats.drafted, 0);
+    EXPECT_EQ(spec.stats.accepted, spec.stats.drafted) << "N = " << n;
+    EXPECT_GT(spec.stats.mean_accepted_length(), n + 0.5);
+  }
+  lm.reset();
+  std::filesystem::remove_all(dir);
+}
+
+// A KV cache of two pages of 64 tokens (GLM) for two requests that grow past them: the newest
+// is preempted while speculating (its drafts, MTP cache position and pages dropped) and later
+// recomputed; the output stays the one without drafts.
+TEST(SpeculativePreemption, GlmPreemptedWhileSpeculating) {
+  model::CausalLM& lm = tiny("glm_moe_dsa");
+  const auto prompts = random_prompts({40, 20}, lm.config().vocab_size, 31);
+  const std::vector<SamplingParams> params{greedy(50), greedy(40)};
+  EngineOptions o;
+  o.max_running = 2;
+  o.kv_blocks = 2;
+  o.max_model_len = 128;
+  o.log_capacity = false;
+  const Outcome base = generate(lm, prompts, params, o);
+  ASSERT_GT(base.preemptions, 0);
+  for (int n : {1, 3}) {
+    o.speculative_tokens = n;
+    const Outcome spec = generate(lm, prompts, params, o);
+    print_stats(fmt::format("glm preemption N={} ({} preemptions)", n, spec.preemptions), spec.stats);
+    EXPECT_EQ(spec.tokens, base.tokens) << "N = " << n;
+    EXPECT_GT(spec.preemptions, 0) << "N = " << n;
+  }
+}
+
+TEST_P(SpeculativeTest, BadSpeculativeTokensAreClearErrors) {
+  EngineOptions o;
+  o.log_capacity = false;
+  o.speculative_tokens = -1;
+  try {
+    Engine e(lm(), o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--speculative-tokens must be in [0, 64], got -1"), std::string::npos)
+        << e.what();
+  }
+  SamplingParams p = greedy(4);
+  p.speculative_tokens = -2;
+  EXPECT_THROW(p.validate(vocab()), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, SpeculativeTest, ::testing::Values("glm_moe_dsa", "deepseek_v4"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace dsa::engine::test
