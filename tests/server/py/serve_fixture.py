@@ -54,6 +54,19 @@ class Server:
         with open(self.log_path) as f:
             return f.read()
 
+    def wait(self, timeout=60):
+        """Waits for the process to exit by itself (no signal); its exit code, or None (killed) after
+        `timeout` s."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            self.log.close()
+            return None
+        self.log.close()
+        return self.proc.returncode
+
     def stop(self, sig=signal.SIGTERM, timeout=60):
         """Sends `sig` and waits; returns the exit code (kills after `timeout` s: then None)."""
         if self.proc.poll() is None:
