@@ -365,34 +365,33 @@ BatchMetadata KvManager::draft_metadata(const Batch& batch) const {
   return build_metadata(batch, segs);
 }
 
-void KvManager::save_state(RequestId id) {
-  DSA_CHECK(opt_.state_backups, "KV manager: save_state needs state_backups");
-  const Request& r = req(id);
-  for (StatePool& p : states_) {
+namespace {
+
+// Every state pool's slot `slot` to (or from) its backup slot `slot + max_requests`.
+void copy_state_slots(std::vector<StatePool>& states, int slot, int max_requests, Device dev, bool to_backup) {
+  for (StatePool& p : states) {
     const size_t n = p.spec.slot_bytes;
-    uint8_t* base = static_cast<uint8_t*>(p.data.raw());
-    uint8_t* src = base + static_cast<size_t>(r.slot) * n;
-    uint8_t* dst = base + static_cast<size_t>(r.slot + opt_.max_requests) * n;
-    if (opt_.device.is_cuda())
+    uint8_t* live = static_cast<uint8_t*>(p.data.raw()) + static_cast<size_t>(slot) * n;
+    uint8_t* backup = live + static_cast<size_t>(max_requests) * n;
+    uint8_t* dst = to_backup ? backup : live;
+    const uint8_t* src = to_backup ? live : backup;
+    if (dev.is_cuda())
       cuda_memory::copy_async(dst, src, n, cuda_memory::Dir::D2D);
     else
       std::memcpy(dst, src, n);
   }
 }
 
+}  // namespace
+
+void KvManager::save_state(RequestId id) {
+  DSA_CHECK(opt_.state_backups, "KV manager: save_state needs state_backups");
+  copy_state_slots(states_, req(id).slot, opt_.max_requests, opt_.device, /*to_backup=*/true);
+}
+
 void KvManager::restore_state(RequestId id) {
   DSA_CHECK(opt_.state_backups, "KV manager: restore_state needs state_backups");
-  const Request& r = req(id);
-  for (StatePool& p : states_) {
-    const size_t n = p.spec.slot_bytes;
-    uint8_t* base = static_cast<uint8_t*>(p.data.raw());
-    uint8_t* dst = base + static_cast<size_t>(r.slot) * n;
-    const uint8_t* src = base + static_cast<size_t>(r.slot + opt_.max_requests) * n;
-    if (opt_.device.is_cuda())
-      cuda_memory::copy_async(dst, src, n, cuda_memory::Dir::D2D);
-    else
-      std::memcpy(dst, src, n);
-  }
+  copy_state_slots(states_, req(id).slot, opt_.max_requests, opt_.device, /*to_backup=*/false);
 }
 
 BatchMetadata KvManager::build_metadata(const Batch& batch, const std::vector<Batch::Segment>& segs) const {

@@ -71,15 +71,7 @@ class Server:
         """Sends `sig` and waits; returns the exit code (kills after `timeout` s: then None)."""
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-                self.log.close()
-                return None
-        self.log.close()
-        return self.proc.returncode
+        return self.wait(timeout)
 
 
 class TempDir:
