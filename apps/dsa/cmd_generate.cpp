@@ -119,7 +119,7 @@ void run(const Args& a) {
   const Device dev = parse_device(a.device);
   if (dev.is_cuda()) tune_for_generate(a, dev, std::min<size_t>(prompt.size(), static_cast<size_t>(a.max_step_tokens)));
   auto t0 = clock::now();
-  auto lm = model::load_causal_lm(a.model, dev);
+  auto lm = model::load_causal_lm(a.model, dev, {.mtp = a.speculative_tokens > 0});
   const double load_s = std::chrono::duration<double>(clock::now() - t0).count();
   if (a.show_top > 0) {
     const std::vector<int32_t> out = generate_showing_logits(*lm, prompt, a);

@@ -210,7 +210,7 @@ void run(const Args& args) {
   std::shared_ptr<const chat::PromptFormat> format;  // before the weights: a broken template fails fast
   if (tok) format = chat::load_prompt_format(a.model, std::string(model::arch_name(model::load_model_config(a.model).arch)),
                                              a.chat_template);
-  auto lm = model::load_causal_lm(a.model, dev);
+  auto lm = model::load_causal_lm(a.model, dev, {.mtp = a.speculative_tokens > 0});
   if (tok && tok->vocab_size() > lm->config().vocab_size)
     log_warn("the tokenizer has {} ids, the model's vocabulary {}: prompts using the ids above are refused (400)",
              tok->vocab_size(), lm->config().vocab_size);

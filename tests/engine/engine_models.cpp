@@ -35,7 +35,7 @@ const std::string& tiny_model_dir(const std::string& arch) {
 }
 
 std::unique_ptr<model::CausalLM> load_tiny_lm(const std::string& arch) {
-  return model::load_causal_lm(tiny_model_dir(arch), Device::cpu());
+  return model::load_causal_lm(tiny_model_dir(arch), Device::cpu(), {.mtp = true});
 }
 
 std::vector<std::vector<int32_t>> random_prompts(const std::vector<int64_t>& lengths, int64_t vocab, uint64_t seed) {

@@ -12,7 +12,7 @@
 namespace dsa::engine::test {
 
 const std::string& tiny_model_dir(const std::string& arch);  // "glm_moe_dsa" or "deepseek_v4"
-std::unique_ptr<model::CausalLM> load_tiny_lm(const std::string& arch);
+std::unique_ptr<model::CausalLM> load_tiny_lm(const std::string& arch);  // MTP layer loaded
 
 // Prompts of the given lengths with ids in [2, vocab) (0 and 1 avoided: 1 is the tiny eos).
 std::vector<std::vector<int32_t>> random_prompts(const std::vector<int64_t>& lengths, int64_t vocab, uint64_t seed);

@@ -131,7 +131,7 @@ const std::vector<int32_t> kPrompt{2, 3, 7, 11, 5, 9, 2, 13, 40, 41};
 
 TEST(MtpReference, Glm5DraftMatchesPlainLoops) {
   Scripted ck("glm_moe_dsa");
-  model::glm5::Model lm(ck.dir.string(), Device::cpu());
+  model::glm5::Model lm(ck.dir.string(), Device::cpu(), {.load_mtp = true});
   ASSERT_EQ(lm.num_draft_layers(), 1);
   const auto [logits, hidden] = run_mtp(lm, kPrompt);
   const model::glm5::Weights& w = lm.weights();
@@ -162,7 +162,7 @@ TEST(MtpReference, Glm5DraftMatchesPlainLoops) {
 
 TEST(MtpReference, DeepseekV4DraftMatchesPlainLoops) {
   Scripted ck("deepseek_v4");
-  auto lm = model::v4::load_deepseek_v4_model(ck.dir.string(), Device::cpu());
+  auto lm = model::v4::load_deepseek_v4_model(ck.dir.string(), Device::cpu(), {.load_mtp = true});
   ASSERT_EQ(lm->num_draft_layers(), 1);
   const auto [logits, hidden] = run_mtp(*lm, kPrompt);
   const model::v4::ModelWeights& w = lm->weights();

@@ -214,7 +214,7 @@ TEST_P(SpeculativeTest, PredictingMtpLayerDraftsAreAccepted) {
   next[30] = 2;  // a cycle: the reply never ends
   model::apply_scripted_weights(dir.string(), next);
   model::apply_predicting_mtp(dir.string());
-  auto lm = model::load_causal_lm(dir.string(), Device::cpu(), {.progress = false});
+  auto lm = model::load_causal_lm(dir.string(), Device::cpu(), {.progress = false, .mtp = true});
   // The third request stops on token 20, inside an accepted span.
   const std::vector<std::vector<int32_t>> prompts{{100, 200, 7}, {300, 12}, {55, 4}};
   std::vector<SamplingParams> params{greedy(40), greedy(33), greedy(40)};

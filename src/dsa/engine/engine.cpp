@@ -43,10 +43,13 @@ Engine::Engine(model::CausalLM& lm, EngineOptions options) : lm_(lm), opt_(std::
   max_model_len_ = opt_.max_model_len > 0 ? opt_.max_model_len : ctx;
   DSA_CHECK(max_model_len_ >= 1 && (ctx <= 0 || max_model_len_ <= ctx),
             "engine: max_model_len {} exceeds the model's max_position_embeddings {}", max_model_len_, ctx);
-  DSA_CHECK(opt_.speculative_tokens == 0 || lm_.num_draft_layers() > 0,
+  DSA_CHECK(opt_.speculative_tokens == 0 || cfg.num_mtp_layers > 0,
             "engine: --speculative-tokens {} needs an MTP layer, but {} has none (num_nextn_predict_layers = {}; "
             "conversions without the MTP weights cannot speculate): use --speculative-tokens 0",
             opt_.speculative_tokens, cfg.name, cfg.num_mtp_layers);
+  DSA_CHECK(opt_.speculative_tokens == 0 || lm_.num_draft_layers() > 0,
+            "engine: --speculative-tokens {}: the model was loaded without its MTP layer (model::LoadModelOptions::mtp)",
+            opt_.speculative_tokens);
   for (int32_t t : opt_.eos_token_ids)
     DSA_CHECK(t >= 0 && t < cfg.vocab_size, "engine: eos id {} is outside the vocabulary [0, {})", t, cfg.vocab_size);
 

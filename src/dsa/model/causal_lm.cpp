@@ -12,12 +12,13 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, Device device, 
     case Arch::GlmMoeDsa: {
       glm5::Options o;
       o.comm = opt.comm;
+      o.load_mtp = opt.mtp;
       return std::make_unique<glm5::Model>(dir, device, o);
     }
     case Arch::DeepseekV4:
       DSA_CHECK(!opt.comm || opt.comm->size() == 1,
                 "deepseek_v4: tensor parallelism (size {}) is not implemented yet; GLM-5.1 has it", opt.comm->size());
-      return v4::load_deepseek_v4_model(dir, device, v4::V4Options{.progress = opt.progress});
+      return v4::load_deepseek_v4_model(dir, device, v4::V4Options{.progress = opt.progress, .load_mtp = opt.mtp});
   }
   fail("load_causal_lm: no forward for architecture {} yet ({})", arch_name(cfg.arch), dir);
 }

@@ -55,6 +55,9 @@ struct LoadModelOptions {
   bool progress = true;  // loading progress bar on stderr
   // Tensor parallelism: load this rank's shard (docs/parallelism.md); null = the whole model.
   parallel::Communicator* comm = nullptr;
+  // Load the MTP layer onto the device too (speculative decoding, docs/speculative-decoding.md):
+  // one more layer of memory, so only when asked for (`--speculative-tokens` > 0).
+  bool mtp = false;
 };
 
 // Loads a checkpoint directory (config.json + safetensors) onto `device` and returns the model of

@@ -162,10 +162,10 @@ DeepseekV4Model::DeepseekV4Model(ModelConfig config, ModelWeights weights, Devic
     ic.softmax_scale = config_.softmax_scale();
     impls_.push_back(lp.selection.backend->create_impl(ic));
   }
-  DSA_CHECK(static_cast<int>(w_.mtp.size()) == config_.num_mtp_layers, "deepseek_v4: {} MTP layers loaded, the config has {}",
-            w_.mtp.size(), config_.num_mtp_layers);
-  // Main layers, then the MTP layers (layer index num_layers + k, as their caches are declared).
-  for (int l = 0; l < config_.num_layers + config_.num_mtp_layers; ++l) {
+  DSA_CHECK(w_.mtp.empty() || static_cast<int>(w_.mtp.size()) == config_.num_mtp_layers,
+            "deepseek_v4: {} MTP layers loaded, the config has {}", w_.mtp.size(), config_.num_mtp_layers);
+  // Main layers, then the loaded MTP layers (layer index num_layers + k, as their caches are declared).
+  for (int l = 0; l < config_.num_layers + static_cast<int>(w_.mtp.size()); ++l) {
     const LayerWeights& LW = l < config_.num_layers ? w_.layers[l] : w_.mtp[l - config_.num_layers].block;
     const attn::LayerKind kind = kind_of_ratio(LW.ratio);
     const attn::AttentionImpl* impl = nullptr;
@@ -299,7 +299,7 @@ std::unique_ptr<DeepseekV4Model> load_deepseek_v4_model(const std::string& dir, 
   LoadOptions lo;
   lo.device = Device::cpu();  // memory-mapped; build_model_weights copies each tensor to `device` once
   lo.progress = false;
-  ModelWeights w = build_model_weights(load_deepseek_v4(dir, lo), config, device);
+  ModelWeights w = build_model_weights(load_deepseek_v4(dir, lo), config, device, opt.load_mtp);
   return std::make_unique<DeepseekV4Model>(std::move(config), std::move(w), device, opt);
 }
 

@@ -24,6 +24,7 @@ namespace dsa::model::v4 {
 struct V4Options {
   int block_size = 256;  // tokens per logical block (MODEL1 pages)
   bool progress = false; // loading progress
+  bool load_mtp = false; // the MTP layer (draft(); LoadModelOptions::mtp)
 };
 
 class DeepseekV4Model final : public CausalLM {

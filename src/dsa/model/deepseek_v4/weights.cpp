@@ -181,7 +181,7 @@ LayerWeights layer_weights(const LoadedWeights& w, const std::string& p, int rat
 
 }  // namespace
 
-ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& c, Device dev) {
+ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& c, Device dev, bool mtp) {
   ModelWeights m;
   m.loaded = std::move(loaded);
   const LoadedWeights& w = m.loaded;
@@ -195,7 +195,7 @@ ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& c, Dev
             "deepseek_v4: embed/head must be bf16 (got {} / {})", m.embed.str(), m.head.str());
   for (int l = 0; l < c.num_layers; ++l)
     m.layers.push_back(layer_weights(w, fmt::format("layers.{}.", l), c.compress_ratios.at(l), c, dev));
-  for (int k = 0; k < c.num_mtp_layers; ++k) {
+  for (int k = 0; mtp && k < c.num_mtp_layers; ++k) {
     const std::string p = fmt::format("mtp.{}.", k);
     MtpWeights M;
     M.block = layer_weights(w, p, c.mtp_compress_ratios.at(k), c, dev);

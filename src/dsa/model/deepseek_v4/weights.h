@@ -68,12 +68,13 @@ struct ModelWeights {
   Tensor norm;   // [hidden]
   Tensor hc_head_fn, hc_head_base, hc_head_scale;
   std::vector<LayerWeights> layers;  // main layers
-  std::vector<MtpWeights> mtp;       // num_mtp_layers MTP layers (the drafter)
+  std::vector<MtpWeights> mtp;       // the MTP layers (the drafter), when loaded
   LoadedWeights loaded;              // the checkpoint's tensors (memory-mapped views on the host)
 };
 
 // Groups the loaded (host) tensors of a DeepSeek-V4 checkpoint and copies them to `dev`; throws
 // naming a missing tensor.
-ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& config, Device dev);
+// `mtp`: the MTP layers too (ModelWeights::mtp stays empty otherwise).
+ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& config, Device dev, bool mtp = false);
 
 }  // namespace dsa::model::v4

@@ -121,7 +121,7 @@ Model::Model(const std::string& dir, Device device, const Options& opt) : device
   const LoadedWeights lw = load_glm5(dir, lo, &dims_);
   const int tp = opt.comm ? opt.comm->size() : 1;
   const int64_t local_heads = tp_local_heads(dims_, tp);  // checked before the weights are built
-  w_ = build_weights(lw, dims_, device, opt.absorbed_dtype);
+  w_ = build_weights(lw, dims_, device, opt.absorbed_dtype, opt.load_mtp);
   if (tp > 1) {
     shard_weights(w_, dims_, opt.comm->rank(), tp);
     comm_ = opt.comm;

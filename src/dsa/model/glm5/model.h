@@ -22,6 +22,7 @@ struct Options {
   // Tensor parallelism: the model is this rank's shard (sharding.h) and all-reduces the partial
   // sums of its attention and MLP blocks over `comm`. Null (or size 1): the whole model.
   parallel::Communicator* comm = nullptr;
+  bool load_mtp = false;                // the MTP layer (draft(); LoadModelOptions::mtp)
 };
 
 class Model final : public CausalLM {

@@ -127,7 +127,8 @@ Linear linear_to(const Linear& l, Device dev) {
 
 }  // namespace
 
-Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Device dev, std::optional<DType> absorbed) {
+Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Device dev, std::optional<DType> absorbed,
+                      bool mtp) {
   const DType absorbed_dtype = absorbed.value_or(dev.is_cuda() ? DType::BF16 : DType::F32);
   DSA_CHECK(absorbed_dtype == DType::F32 || absorbed_dtype == DType::BF16,
             "glm5: absorbed MLA weights (w_uk, w_uv) are stored in f32 or bf16, not {}", dtype_name(absorbed_dtype));
@@ -228,7 +229,7 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
   };
   for (int64_t l = 0; l < d.layers; ++l)
     W.layers.push_back(load_layer(l, d.indexer_full.at(static_cast<size_t>(l)), l < d.first_dense));
-  for (int64_t k = 0; k < d.mtp_layers; ++k) {
+  for (int64_t k = 0; mtp && k < d.mtp_layers; ++k) {
     const int64_t l = d.layers + k;
     const std::string p = fmt::format("model.layers.{}.", l);
     MtpWeights M;

@@ -72,10 +72,10 @@ struct Weights {
 };
 
 // Builds the forward's weights from loaded checkpoint tensors (on the CPU) and moves them to
-// `device`. FP8 and BF16 checkpoints both load; a stack mixing the two formats (e.g. an expert
-// whose gate is FP8 and up BF16) throws dsa::Error naming the tensors. `absorbed`: dtype of
-// w_uk / w_uv (f32 or bf16); unset = f32 on the CPU, bf16 on CUDA.
+// `device` (with `mtp`, the MTP layers too). FP8 and BF16 checkpoints both load; a stack mixing
+// the two formats (e.g. an expert whose gate is FP8 and up BF16) throws dsa::Error naming the
+// tensors. `absorbed`: dtype of w_uk / w_uv (f32 or bf16); unset = f32 on the CPU, bf16 on CUDA.
 Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Device device,
-                      std::optional<DType> absorbed = std::nullopt);
+                      std::optional<DType> absorbed = std::nullopt, bool mtp = false);
 
 }  // namespace dsa::model::glm5
