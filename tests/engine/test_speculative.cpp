@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/testing.h"
 #include "dsa/core/error.h"
 #include "dsa/engine/engine.h"
 #include "dsa/engine/speculative.h"
@@ -279,6 +280,74 @@ TEST_P(SpeculativeTest, BadSpeculativeTokensAreClearErrors) {
   SamplingParams p = greedy(4);
   p.speculative_tokens = -2;
   EXPECT_THROW(p.validate(vocab()), Error);
+}
+
+// On CUDA: the draft forward, the verification of N + 1 tokens and every rollback run on the
+// device, with and without CUDA graphs. The reference is the same CUDA engine without drafts,
+// token for token: that holds only while every kernel computes a token's row the same way
+// whatever the number of tokens in the step (a tactic that depends on it could flip a near-tie;
+// the printed statistics and the first differing request say where).
+TEST_P(SpeculativeTest, CudaGreedyOutputEqualsDecodingWithoutDrafts) {
+  DSA_REQUIRE_CUDA();
+  auto cuda_lm = model::load_causal_lm(tiny_model_dir(GetParam()), Device::cuda(0), {.progress = false, .mtp = true});
+  const auto prompts = random_prompts({20, 9, 31}, vocab(), 3);
+  std::vector<SamplingParams> params{greedy(60), greedy(16), greedy(40)};
+  params[1].speculative_tokens = 0;
+  EngineOptions o;
+  o.max_running = 3;
+  o.max_step_tokens = 32;
+  o.max_prefill_chunk = 8;
+  o.log_capacity = false;
+  const Outcome base = generate(*cuda_lm, prompts, params, o);
+  for (bool graphs : {false, true}) {
+    for (int n : {1, 2, 3}) {
+      o.cuda_graphs = graphs;
+      o.speculative_tokens = n;
+      const Outcome spec = generate(*cuda_lm, prompts, params, o);
+      print_stats(fmt::format("cuda {} N={} graphs={}", GetParam(), n, graphs), spec.stats);
+      for (size_t i = 0; i < prompts.size(); ++i)
+        EXPECT_EQ(spec.tokens[i], base.tokens[i]) << "N = " << n << ", graphs " << graphs << ", request " << i;
+      EXPECT_GT(spec.stats.verify_steps, 0);
+    }
+  }
+}
+
+// On CUDA, the scripted checkpoint's predicting MTP layer: every draft accepted, the output is
+// the script, with graphs on (verification steps of N + 1 tokens replayed).
+TEST_P(SpeculativeTest, CudaPredictingMtpLayerDraftsAreAccepted) {
+  DSA_REQUIRE_CUDA();
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dsa_spec_cuda_" + GetParam() + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  TinyOptions t;
+  t.arch = GetParam();
+  t.seed = 5;
+  make_tiny_checkpoint(t, dir.string());
+  std::map<int32_t, int32_t> next;
+  for (int32_t i = 2; i < 30; ++i) next[i] = i + 1;
+  next[30] = 2;
+  model::apply_scripted_weights(dir.string(), next);
+  model::apply_predicting_mtp(dir.string());
+  auto lm = model::load_causal_lm(dir.string(), Device::cuda(0), {.progress = false, .mtp = true});
+  const std::vector<std::vector<int32_t>> prompts{{100, 200, 7}, {300, 12}, {55, 4}};
+  std::vector<SamplingParams> params{greedy(60), greedy(33), greedy(40)};
+  params[2].stop_token_ids = {20};
+  EngineOptions o;
+  o.max_running = 3;
+  o.log_capacity = false;
+  const Outcome base = generate(*lm, prompts, params, o);
+  ASSERT_EQ(base.tokens[2].size(), 16u);
+  for (int n : {1, 2, 3}) {
+    o.speculative_tokens = n;
+    const Outcome spec = generate(*lm, prompts, params, o);
+    print_stats(fmt::format("cuda {} predicting MTP N={}", GetParam(), n), spec.stats);
+    EXPECT_EQ(spec.tokens, base.tokens) << "N = " << n;
+    EXPECT_EQ(spec.finishes[2], FinishReason::Stop);
+    EXPECT_EQ(spec.stats.accepted, spec.stats.drafted) << "N = " << n;
+    EXPECT_GT(spec.stats.mean_accepted_length(), n + 0.5);
+  }
+  lm.reset();
+  std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, SpeculativeTest, ::testing::Values("glm_moe_dsa", "deepseek_v4"),
