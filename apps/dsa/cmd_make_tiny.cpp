@@ -10,7 +10,7 @@
 // from the release files, or (--canonical) the same values in the release forms
 // (checkpoint_tiny.h: TinyOptions::variant).
 // Text: a tokenizer (dsa's own small BPE, or `--tokenizer FILE` copied and the vocabulary sized
-// to it), for GLM a chat template, and `--script FILE` scripted weights (tiny_text.h).
+// to it), for GLM a chat template, and `--script LIST|FILE` scripted weights (tiny_text.h).
 #include <chrono>
 #include <cstdio>
 
@@ -106,7 +106,7 @@ const bool registered = add_command([](CLI::App& app) {
                   "vocabulary to it (default: dsa's own small BPE tokenizer with the model's special tokens)");
   cmd->add_flag("!--no-tokenizer", a->text.write_tokenizer, "Write no tokenizer files");
   cmd->add_option("--script", a->text.script,
-                  "JSON list of strings: scripted weights that make the model reply with these pieces after the "
+                  "JSON list of strings (inline, or a file holding it): scripted weights that make the model reply with these pieces after the "
                   "first one (e.g. [\"<think>\", \"Hi\", \"</think>\", ...]), for testing chat end to end");
   cmd->add_flag("--script-mtp", a->text.script_mtp,
                 "With --script: the MTP layer predicts the script too, so speculative decoding "

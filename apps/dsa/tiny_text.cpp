@@ -19,12 +19,16 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::vector<std::string> read_script(const std::string& path) {
-  const json j = json::parse(std::ifstream(path), nullptr, false);
-  DSA_CHECK(j.is_array() && j.size() >= 2, "--script {}: expected a JSON list of at least two strings", path);
+// `arg` is the JSON list itself (its first non-blank character is '[') or a file holding it.
+std::vector<std::string> read_script(const std::string& arg) {
+  const size_t first = arg.find_first_not_of(" \t\n");
+  const bool inline_json = first != std::string::npos && arg[first] == '[';
+  DSA_CHECK(inline_json || fs::is_regular_file(arg), "--script {}: neither a JSON list nor a readable file", arg);
+  const json j = inline_json ? json::parse(arg, nullptr, false) : json::parse(std::ifstream(arg), nullptr, false);
+  DSA_CHECK(j.is_array() && j.size() >= 2, "--script {}: expected a JSON list of at least two strings", arg);
   std::vector<std::string> pieces;
   for (const auto& x : j) {
-    DSA_CHECK(x.is_string() && !x.get<std::string>().empty(), "--script {}: every piece must be a non-empty string", path);
+    DSA_CHECK(x.is_string() && !x.get<std::string>().empty(), "--script {}: every piece must be a non-empty string", arg);
     pieces.push_back(x.get<std::string>());
   }
   return pieces;
