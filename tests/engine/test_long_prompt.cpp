@@ -11,11 +11,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "common/testing.h"
 #include "dsa/engine/session.h"
+#include "dsa/model/checkpoint_tiny.h"
 #include "engine_models.h"
 
 namespace dsa::engine::test {
@@ -75,7 +81,18 @@ TEST_P(LongPrompt, ChunkedPrefillEqualsOnePass) {
 // the greedy decode steps must agree on their tokens, and every logit must be finite.
 TEST_P(LongPrompt, CudaChunkedPrefillAt64KTokens) {
   DSA_REQUIRE_CUDA();
-  auto lm = model::load_causal_lm(tiny_model_dir(GetParam()), Device::cuda(0), {.progress = false});
+  // The tiny checkpoint with a context above 64K (its own config says 4096 / 65536 positions).
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("dsa_long_" + GetParam() + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  TinyOptions t;
+  t.arch = GetParam();
+  t.seed = 1;
+  make_tiny_checkpoint(t, dir.string());
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  cfg["max_position_embeddings"] = 131072;
+  std::ofstream(dir / "config.json") << cfg.dump(2);
+  auto lm = model::load_causal_lm(dir.string(), Device::cuda(0), {.progress = false});
   constexpr int64_t n = 65536;
   std::printf("prompt seed 23, %lld tokens\n", static_cast<long long>(n));
   const std::vector<int32_t> prompt = random_prompts({n}, lm->config().vocab_size, 23)[0];
@@ -97,6 +114,8 @@ TEST_P(LongPrompt, CudaChunkedPrefillAt64KTokens) {
     const float* b = got.select(0, d - 1).data<float>();
     EXPECT_EQ(std::max_element(a, a + V) - a, std::max_element(b, b + V) - b) << "decode step " << d;
   }
+  lm.reset();
+  std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, LongPrompt, ::testing::Values("glm_moe_dsa", "deepseek_v4"));

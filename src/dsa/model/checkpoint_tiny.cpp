@@ -403,6 +403,8 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
     const bool tiny = opt.preset == "tiny";
     out.config = deepseek_v4_config_json(d, tiny ? 4 : (opt.preset == "pro" ? 1024 : 512), 128,
                                          opt.preset == "pro" ? 2.5 : 1.5);
+    // The release configs' context: YaRN factor 16 over 65536 positions (the tiny keeps 65536).
+    if (!tiny) out.config["max_position_embeddings"] = 1048576;
     // The release config's entry for the MTP layer stays although the layer is gone.
     if (!opt.variant.empty() && !opt.variant_canonical) out.config["compress_ratios"].push_back(0);
     n_experts = d.experts;
@@ -420,6 +422,7 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
     d.fp8 = opt.fp8;
     specs = weights::glm5_weight_specs(d);
     out.config = glm5_config_json(d, opt.preset == "tiny" ? 4 : 2048);
+    if (opt.preset != "tiny") out.config["max_position_embeddings"] = 202752;  // GLM-5.1's release config
     n_experts = d.experts;
   } else {
     fail("make-tiny: unknown arch '{}' (expected deepseek_v4 or glm_moe_dsa)", opt.arch);
