@@ -11,7 +11,9 @@
 // weight bytes of a MoE layer count only the routed experts a step of B tokens is expected to
 // touch (uniform random top-k, as fast-filled weights route); the floor streams the bytes at the
 // device-to-device copy rate measured in the same run (bytes read + written per second), the
-// rate a pure read stream also reaches on the H200.
+// rate a pure read stream also reaches on the H200. Per context x batch, the wall time of the
+// chunked prefill of the prompts up to every request's first token (prompt tok/s; long-context
+// prefill is measured this way).
 // Checkpoints: --model DIR, or --preset flash|pro|glm-5.1 (real shapes, fast-filled weights,
 // --layers of them, written to a temporary directory) or tiny-v4|tiny-glm (CPU smoke runs).
 #include <algorithm>
@@ -204,7 +206,10 @@ std::vector<Row> run(const Options& o) {
         if (!s.new_tokens.empty()) decoding[s.id] = true;
       }
     };
+    // The prompts' chunked prefill up to every request's first token (time to first token).
+    const auto p0 = std::chrono::steady_clock::now();
     while (std::any_of(decoding.begin(), decoding.end(), [](const auto& kv) { return !kv.second; })) step();
+    const double prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
     for (int i = 0; i < warm; ++i) step();
     int64_t nodes = -1;
     std::string capture_error;
@@ -264,6 +269,12 @@ std::vector<Row> run(const Options& o) {
       r.extra["x_floor"] = us / floor_us;
       rows.push_back(r);
     }
+    Row pf;
+    pf.name = fmt::format("{} prefill to first token", tag);
+    pf.us = prefill_s * 1e6;
+    pf.extra["tok_s"] = static_cast<double>(B * ctx) / prefill_s;
+    pf.extra["chunk"] = eo.max_step_tokens;
+    rows.push_back(pf);
     Row s;
     s.name = fmt::format("{} step ({} layers)", tag, c.num_layers);
     s.us = dev.is_cuda() ? median(device_ms) * 1e3 : median(wall_ms) * 1e3;
