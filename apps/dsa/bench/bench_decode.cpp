@@ -152,6 +152,10 @@ std::vector<Row> run(const Options& o) {
     dir = tmp.dir.string();
   }
   auto lm = model::load_causal_lm(dir, dev, {.progress = false});
+  // A real-shape checkpoint is tens of GB: delete it as soon as it is loaded (the model holds
+  // its own copy or the mapping; an unlinked file stays mapped), so that a benchmark stopped by
+  // a signal or a timeout leaves nothing behind.
+  if (!tmp.dir.empty()) std::filesystem::remove_all(tmp.dir);
   const model::ModelConfig& c = lm->config();
   const std::vector<int64_t> batches = parse_list(o.batch, "--batch", 4096);
   const int64_t bmax = *std::max_element(batches.begin(), batches.end());
