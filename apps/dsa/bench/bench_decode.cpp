@@ -48,6 +48,16 @@ struct TempCheckpoint {
   }
 };
 
+// Where the temporary checkpoint goes: /dev/shm (memory) when it has room for a few-layer
+// real-shape checkpoint (V4-Flash 4 layers: 19 GB, GLM-5.1: 24 GB), since writing that to a disk
+// takes minutes; otherwise the temporary directory.
+std::filesystem::path scratch_root() {
+  std::error_code ec;
+  const std::filesystem::space_info shm = std::filesystem::space("/dev/shm", ec);
+  if (!ec && shm.available >= (uint64_t{48} << 30)) return "/dev/shm";
+  return std::filesystem::temp_directory_path();
+}
+
 std::string kind_of(const model::ModelConfig& c, int l) {
   if (c.arch == model::Arch::DeepseekV4) {
     const int r = c.compress_ratios.at(static_cast<size_t>(l));
@@ -144,7 +154,7 @@ std::vector<Row> run(const Options& o) {
     t.layers = o.layers > 0 ? o.layers : (t.preset == "tiny" ? 0 : (t.arch == "glm_moe_dsa" ? 5 : 4));
     t.seed = 1;
     t.max_shard_bytes = uint64_t{2} << 30;
-    tmp.dir = std::filesystem::temp_directory_path() / fmt::format("dsa_bench_decode_{}_{}", preset, ::getpid());
+    tmp.dir = scratch_root() / fmt::format("dsa_bench_decode_{}_{}", preset, ::getpid());
     std::filesystem::remove_all(tmp.dir);
     std::printf("writing a %s checkpoint with %lld layers to %s\n", preset.c_str(), static_cast<long long>(t.layers),
                 tmp.dir.c_str());
