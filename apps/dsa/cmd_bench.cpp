@@ -24,7 +24,7 @@ const bool registered = add_command([](CLI::App& app) {
     auto device = std::make_shared<std::string>("cuda");
     sub->add_option("--device", *device, "cuda, cuda:N (or N)")->capture_default_str();
     if (e.model_options) {
-      sub->add_option("--model", opts->model, "Checkpoint directory (else --preset)");
+      sub->add_option("--model", opts->model, "Checkpoint directory (else --preset; with both, the preset names the full model that rates are extrapolated to)");
       sub->add_option("--preset", opts->preset,
                       "Real shapes with fast-filled weights: flash, pro (DeepSeek-V4) or glm-5.1; tiny-v4, tiny-glm")
           ->capture_default_str();

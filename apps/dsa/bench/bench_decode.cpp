@@ -315,6 +315,9 @@ std::vector<Row> run(const Options& o) {
       if (!complete) m.extra["note"] = "a layer kind of the real model was not measured";
       rows.push_back(m);
     }
+    // Progress as each shape ends (the table comes at the end; a run cut short keeps these).
+    std::fprintf(stderr, "bench decode: %s: prefill %.2f s (%.0f tok/s), step %.1f us\n", tag.c_str(), prefill_s,
+                 static_cast<double>(B * ctx) / prefill_s, s.us);
   }
   return rows;
 }
