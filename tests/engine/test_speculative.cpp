@@ -1,11 +1,15 @@
 // Speculative decoding with the MTP layer (docs/speculative-decoding.md) on the tiny GLM-5.1 and
-// DeepSeek-V4 checkpoints on the CPU: greedy (and seeded sampled) output with N = 1, 2, 3 drafts
-// per step equals the output without drafts, token for token, with several requests per step
+// DeepSeek-V4 checkpoints on the CPU: greedy (and, with exact acceptance, seeded sampled) output
+// with N = 1, 2, 3 drafts per step equals the output without drafts, token for token, with several requests per step
 // (some without drafts), chunked prefill and a V4 run long enough to cross its compressor
 // windows (ratio 4 and 128: 140 generated tokens); the random tiny MTP layers rarely predict
 // right, so most drafts are rejected and every rollback path runs; forced drafts that are always accepted or always
 // rejected leave the output unchanged (every rollback path, the compressor-state restore
 // included, is exact); the verifier and the rollback rule on synthetic inputs; bad input errors.
+// Sampled requests under the rejection rule (the default): valid tokens, the same on every run of
+// a seed, greedy requests beside them unchanged, and on the predicting scripted checkpoint at a
+// temperature that spreads the target's distribution nearly every draft accepted (exact match
+// accepts far fewer). The rule's distribution is checked in test_rejection_sampling.cpp.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -142,9 +146,9 @@ TEST(SpeculativeLong, DeepseekV4CrossesBothCompressorWindows) {
   }
 }
 
-// Seeded sampling: row j of a verification draws with the counter decoding without drafts
-// uses for that token, so the sampled output is the same sequence too.
-TEST_P(SpeculativeTest, SeededSampledOutputEqualsDecodingWithoutDrafts) {
+// Seeded sampling with exact acceptance: row j of a verification draws with the counter decoding
+// without drafts uses for that token, so the sampled output is the same sequence too.
+TEST_P(SpeculativeTest, ExactSeededSampledOutputEqualsDecodingWithoutDrafts) {
   const auto prompts = random_prompts({12, 7}, vocab(), 9);
   SamplingParams p = greedy(40);
   p.temperature = 0.8;
@@ -153,12 +157,57 @@ TEST_P(SpeculativeTest, SeededSampledOutputEqualsDecodingWithoutDrafts) {
   EngineOptions o;
   o.max_running = 2;
   o.log_capacity = false;
+  o.speculative_acceptance = SpecAcceptance::Exact;
   const Outcome base = generate(lm(), prompts, {p}, o);
-  o.speculative_tokens = 2;
-  const Outcome spec = generate(lm(), prompts, {p}, o);
-  print_stats(GetParam() + " sampled N=2", spec.stats);
-  EXPECT_EQ(spec.tokens, base.tokens);
-  EXPECT_GT(spec.stats.verify_steps, 0);
+  for (int n : {1, 2, 3}) {
+    o.speculative_tokens = n;
+    const Outcome spec = generate(lm(), prompts, {p}, o);
+    print_stats(fmt::format("{} sampled exact N={}", GetParam(), n), spec.stats);
+    EXPECT_EQ(spec.tokens, base.tokens) << "N = " << n;
+    EXPECT_GT(spec.stats.verify_steps, 0);
+  }
+}
+
+// The rejection rule (default) on sampled requests, N = 1, 2, 3: every token is in the
+// vocabulary, each request gets max_tokens, a second run with the same seeds gives the same
+// tokens, drafts are verified and counted, and the greedy request of the same batch (argmax match
+// in both modes) still gives its output without drafts. Different seeds give different outputs.
+TEST_P(SpeculativeTest, RejectionSampledOutputIsValidAndReproducible) {
+  const auto prompts = random_prompts({12, 7, 10}, vocab(), 9);
+  SamplingParams a = greedy(30);
+  a.temperature = 0.8;
+  a.top_k = 20;
+  a.seed = 1234;
+  SamplingParams b = a;
+  b.temperature = 1.2;
+  b.top_k = 0;
+  b.top_p = 0.9;
+  b.seed = 99;
+  const std::vector<SamplingParams> params{a, b, greedy(30)};
+  EngineOptions o;
+  o.max_running = 3;
+  o.max_prefill_chunk = 5;
+  o.log_capacity = false;
+  const Outcome base = generate(lm(), prompts, params, o);
+  for (int n : {1, 2, 3}) {
+    o.speculative_tokens = n;
+    const Outcome spec = generate(lm(), prompts, params, o);
+    print_stats(fmt::format("{} sampled rejection N={}", GetParam(), n), spec.stats);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_EQ(spec.tokens[i].size(), 30u) << "N = " << n << ", request " << i;
+      for (int32_t t : spec.tokens[i]) ASSERT_TRUE(t >= 0 && t < vocab()) << t;
+    }
+    EXPECT_EQ(spec.tokens[2], base.tokens[2]) << "greedy request, N = " << n;
+    EXPECT_GT(spec.stats.verify_steps, 0);
+    EXPECT_GE(spec.stats.drafted, spec.stats.verify_steps);
+    EXPECT_GT(spec.stats.accepted, 0);
+    const Outcome again = generate(lm(), prompts, params, o);
+    EXPECT_EQ(again.tokens, spec.tokens) << "N = " << n;
+    EXPECT_EQ(again.stats.accepted, spec.stats.accepted) << "N = " << n;
+    std::vector<SamplingParams> other = params;
+    other[0].seed = 1235;
+    EXPECT_NE(generate(lm(), prompts, other, o).tokens[0], spec.tokens[0]) << "N = " << n;
+  }
 }
 
 // Drafts forced to the right tokens are all accepted (mean accepted length N + 1, nothing rolled
@@ -265,6 +314,48 @@ TEST(SpeculativePreemption, GlmPreemptedWhileSpeculating) {
   }
 }
 
+// The predicting scripted checkpoint at a low margin (6: the script's token has probability about
+// e^6 / (e^6 + 511) = 0.44 at temperature 1, so sampled outputs often leave the script): its MTP
+// layer's distribution is the target's, so the rejection rule accepts nearly every draft, while
+// exact match accepts a draft only when the target's own draw equals the MTP layer's argmax.
+TEST_P(SpeculativeTest, PredictingMtpLayerSampledDraftsAreAccepted) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dsa_spec_sampled_" + GetParam() + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  TinyOptions t;
+  t.arch = GetParam();
+  t.seed = 5;
+  make_tiny_checkpoint(t, dir.string());
+  std::map<int32_t, int32_t> next;
+  for (int32_t i = 2; i < 30; ++i) next[i] = i + 1;
+  next[30] = 2;
+  model::apply_scripted_weights(dir.string(), next, /*margin=*/6.0);
+  model::apply_predicting_mtp(dir.string());
+  auto lm = model::load_causal_lm(dir.string(), Device::cpu(), {.progress = false, .mtp = true});
+  const std::vector<std::vector<int32_t>> prompts{{100, 200, 7}, {300, 12}};
+  SamplingParams p = greedy(48);
+  p.temperature = 1.0;
+  p.seed = 77;
+  EngineOptions o;
+  o.max_running = 2;
+  o.log_capacity = false;
+  for (int n : {1, 3}) {
+    o.speculative_tokens = n;
+    o.speculative_acceptance = SpecAcceptance::Rejection;
+    const Outcome rej = generate(*lm, prompts, {p}, o);
+    o.speculative_acceptance = SpecAcceptance::Exact;
+    const Outcome exact = generate(*lm, prompts, {p}, o);
+    print_stats(fmt::format("{} predicting MTP sampled rejection N={}", GetParam(), n), rej.stats);
+    print_stats(fmt::format("{} predicting MTP sampled exact N={}", GetParam(), n), exact.stats);
+    ASSERT_GT(rej.stats.drafted, 50);
+    EXPECT_GT(rej.stats.acceptance_rate(), 0.95) << "N = " << n;
+    EXPECT_LT(exact.stats.acceptance_rate(), 0.7) << "N = " << n;
+    EXPECT_GT(rej.stats.mean_accepted_length(), exact.stats.mean_accepted_length() + 0.3 * n) << "N = " << n;
+  }
+  lm.reset();
+  std::filesystem::remove_all(dir);
+}
+
 TEST_P(SpeculativeTest, BadSpeculativeTokensAreClearErrors) {
   EngineOptions o;
   o.log_capacity = false;
@@ -279,6 +370,19 @@ TEST_P(SpeculativeTest, BadSpeculativeTokensAreClearErrors) {
   SamplingParams p = greedy(4);
   p.speculative_tokens = -2;
   EXPECT_THROW(p.validate(vocab()), Error);
+  EXPECT_EQ(parse_spec_acceptance("rejection"), SpecAcceptance::Rejection);
+  EXPECT_EQ(parse_spec_acceptance("exact"), SpecAcceptance::Exact);
+  for (const char* bad : {"", "Exact", "greedy"}) {
+    try {
+      parse_spec_acceptance(bad);
+      FAIL() << "no error for '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(fmt::format("--speculative-acceptance must be 'rejection' or 'exact', "
+                                                       "got '{}'", bad)),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, SpeculativeTest, ::testing::Values("glm_moe_dsa", "deepseek_v4"),
