@@ -9,7 +9,8 @@
 // Sampled requests under the rejection rule (the default): valid tokens, the same on every run of
 // a seed, greedy requests beside them unchanged, and on the predicting scripted checkpoint at a
 // temperature that spreads the target's distribution nearly every draft accepted (exact match
-// accepts far fewer). The rule's distribution is checked in test_rejection_sampling.cpp.
+// accepts far fewer; a Cuda test repeats this on the GPU). The rule's distribution is checked in
+// test_rejection_sampling.cpp.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/testing.h"
 #include "dsa/core/error.h"
 #include "dsa/engine/engine.h"
 #include "dsa/engine/speculative.h"
@@ -315,15 +317,16 @@ TEST(SpeculativePreemption, GlmPreemptedWhileSpeculating) {
 }
 
 // The predicting scripted checkpoint at a low margin (6: the script's token has probability about
-// e^6 / (e^6 + 511) = 0.44 at temperature 1, so sampled outputs often leave the script): its MTP
-// layer's distribution is the target's, so the rejection rule accepts nearly every draft, while
-// exact match accepts a draft only when the target's own draw equals the MTP layer's argmax.
-TEST_P(SpeculativeTest, PredictingMtpLayerSampledDraftsAreAccepted) {
+// e^6 / (e^6 + 511) = 0.44 at temperature 1, so sampled outputs soon leave the script for tokens
+// without a successor, whose rows are near uniform): its MTP layer's distribution is the
+// target's, so the rejection rule accepts nearly every draft, while exact match accepts a draft
+// only when the target's own draw equals the MTP layer's argmax (almost never on flat rows).
+std::filesystem::path predicting_low_margin_checkpoint(const std::string& arch, const std::string& tag) {
   const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("dsa_spec_sampled_" + GetParam() + "_" + std::to_string(::getpid()));
+      std::filesystem::temp_directory_path() / ("dsa_spec_" + tag + "_" + arch + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   TinyOptions t;
-  t.arch = GetParam();
+  t.arch = arch;
   t.seed = 5;
   make_tiny_checkpoint(t, dir.string());
   std::map<int32_t, int32_t> next;
@@ -331,6 +334,11 @@ TEST_P(SpeculativeTest, PredictingMtpLayerSampledDraftsAreAccepted) {
   next[30] = 2;
   model::apply_scripted_weights(dir.string(), next, /*margin=*/6.0);
   model::apply_predicting_mtp(dir.string());
+  return dir;
+}
+
+TEST_P(SpeculativeTest, PredictingMtpLayerSampledDraftsAreAccepted) {
+  const std::filesystem::path dir = predicting_low_margin_checkpoint(GetParam(), "sampled");
   auto lm = model::load_causal_lm(dir.string(), Device::cpu(), {.progress = false, .mtp = true});
   const std::vector<std::vector<int32_t>> prompts{{100, 200, 7}, {300, 12}};
   SamplingParams p = greedy(48);
@@ -347,10 +355,47 @@ TEST_P(SpeculativeTest, PredictingMtpLayerSampledDraftsAreAccepted) {
     const Outcome exact = generate(*lm, prompts, {p}, o);
     print_stats(fmt::format("{} predicting MTP sampled rejection N={}", GetParam(), n), rej.stats);
     print_stats(fmt::format("{} predicting MTP sampled exact N={}", GetParam(), n), exact.stats);
-    ASSERT_GT(rej.stats.drafted, 50);
+    ASSERT_GT(rej.stats.drafted, 40);
     EXPECT_GT(rej.stats.acceptance_rate(), 0.95) << "N = " << n;
     EXPECT_LT(exact.stats.acceptance_rate(), 0.7) << "N = " << n;
     EXPECT_GT(rej.stats.mean_accepted_length(), exact.stats.mean_accepted_length() + 0.3 * n) << "N = " << n;
+  }
+  lm.reset();
+  std::filesystem::remove_all(dir);
+}
+
+// The same on the GPU (CUDA graphs on: draft and verification steps return logits rows for the
+// rule): the rejection rule accepts nearly every draft and a seed reproduces; exact acceptance
+// and greedy requests keep the output without drafts.
+TEST_P(SpeculativeTest, CudaSampledRejectionOnThePredictingModel) {
+  DSA_REQUIRE_CUDA();
+  const std::filesystem::path dir = predicting_low_margin_checkpoint(GetParam(), "cuda_sampled");
+  auto lm = model::load_causal_lm(dir.string(), Device::cuda(0), {.progress = false, .mtp = true});
+  const std::vector<std::vector<int32_t>> prompts{{100, 200, 7}, {300, 12}, {9}};
+  SamplingParams p = greedy(48);
+  p.temperature = 1.0;
+  p.seed = 77;
+  const std::vector<SamplingParams> params{p, p, greedy(48)};
+  EngineOptions o;
+  o.max_running = 3;
+  o.log_capacity = false;
+  o.speculative_acceptance = SpecAcceptance::Exact;
+  const Outcome base = generate(*lm, prompts, params, o);
+  for (int n : {1, 3}) {
+    o.speculative_tokens = n;
+    o.speculative_acceptance = SpecAcceptance::Exact;
+    const Outcome exact = generate(*lm, prompts, params, o);
+    EXPECT_EQ(exact.tokens, base.tokens) << "exact, N = " << n;
+    o.speculative_acceptance = SpecAcceptance::Rejection;
+    const Outcome rej = generate(*lm, prompts, params, o);
+    print_stats(fmt::format("cuda {} predicting MTP sampled rejection N={}", GetParam(), n), rej.stats);
+    EXPECT_EQ(rej.tokens[2], base.tokens[2]) << "greedy, N = " << n;
+    for (const auto& toks : rej.tokens) {
+      ASSERT_EQ(toks.size(), 48u);
+      for (int32_t t : toks) ASSERT_TRUE(t >= 0 && t < lm->config().vocab_size) << t;
+    }
+    EXPECT_GT(rej.stats.acceptance_rate(), 0.95) << "N = " << n;
+    EXPECT_EQ(generate(*lm, prompts, params, o).tokens, rej.tokens) << "N = " << n;
   }
   lm.reset();
   std::filesystem::remove_all(dir);
