@@ -4,17 +4,21 @@
 // expected TV is about 0.003) and the acceptance rate within 0.005 of sum_x min(p, q) (its
 // standard deviation is at most 0.0012), for q = p, q disjoint from p, q a point mass (inside
 // and outside p's support), q cut by top_k, and p cut by top_p; a rule that draws the
-// correction from p instead of the residual fails the same bound (the test can tell).
+// correction from p instead of the residual fails the same bound (the test can tell); and the
+// span verifier (rejection_accept) on hand-made rows: accepted prefix, correction, bonus.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "dsa/core/error.h"
 #include "dsa/engine/rejection_sampling.h"
+#include "dsa/engine/sequence.h"
+#include "dsa/engine/speculative.h"
 #include "dsa/ops/sampling/sampling.h"
 
 namespace dsa::engine {
@@ -146,6 +150,49 @@ TEST(SpeculativeRejection, DrawsAndVerdictsOnHandMadeRows) {
   EXPECT_NE(spec_uniform(3, 10, SpecDraw::Accept), spec_uniform(3, 10, SpecDraw::Residual));
   EXPECT_NE(spec_uniform(3, 10, SpecDraw::Accept), spec_uniform(3, 11, SpecDraw::Accept));
   EXPECT_NE(spec_uniform(3, 10, SpecDraw::Accept), spec_uniform(4, 10, SpecDraw::Accept));
+}
+
+// rejection_accept over a span: draft j is judged against row j processed by the request's rules
+// (top_k 2 here), the first rejection ends the span with a residual draw, all accepted ends it
+// with the target's own draw of row D (the bonus); a non-finite row ends it with -1.
+TEST(SpeculativeRejection, SpanAcceptsAPrefixThenCorrectsOrAddsTheBonus) {
+  constexpr int64_t V = 4;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  Sequence s;
+  s.tokens = {2, 3, 1};
+  s.params.temperature = 1.0;
+  s.params.top_k = 2;
+  s.seed = 11;
+  s.draft_q = {Dist{0, 1, 0, 0}, Dist{0, 0, 1, 0}, Dist{0.25f, 0.25f, 0.25f, 0.25f}};
+  // Row 0 puts everything on 1 (top_k 2 keeps 1 and 3; 3 is 30 below): draft 1 is accepted.
+  // Row 1 keeps 0 and 3 only (top_k 2): draft 2 has p = 0 and is rejected; the residual is p.
+  const std::vector<std::vector<float>> rows{{0, 40, kNegInf, 10}, {5, kNegInf, 0, 5}, {1, 1, 1, 1}};
+  auto logits = [&](int j) { return rows.at(static_cast<size_t>(j)).data(); };
+  std::vector<int32_t> picks;
+  const std::vector<int32_t> drafts{1, 2};
+  EXPECT_EQ(rejection_accept(s, drafts, std::vector<int32_t>{1, 0, 3}, logits, V, picks), 1);
+  ASSERT_EQ(picks.size(), 2u);
+  EXPECT_EQ(picks[0], 1);
+  EXPECT_TRUE(picks[1] == 0 || picks[1] == 3) << picks[1];
+  // The same call gives the same picks (seeded by position).
+  std::vector<int32_t> again;
+  rejection_accept(s, drafts, std::vector<int32_t>{1, 0, 3}, logits, V, again);
+  EXPECT_EQ(again, picks);
+  // One draft, accepted: the bonus is target[1].
+  picks.clear();
+  EXPECT_EQ(rejection_accept(s, std::vector<int32_t>{1}, std::vector<int32_t>{1, 3}, logits, V, picks), 1);
+  EXPECT_EQ(picks, (std::vector<int32_t>{1, 3}));
+  // A NaN row: -1 at that position.
+  const std::vector<float> nan_row{0, std::numeric_limits<float>::quiet_NaN(), 0, 0};
+  picks.clear();
+  EXPECT_EQ(rejection_accept(s, std::vector<int32_t>{1}, std::vector<int32_t>{1, 3},
+                             [&](int) { return nan_row.data(); }, V, picks),
+            0);
+  EXPECT_EQ(picks, (std::vector<int32_t>{-1}));
+  // Drafts without their distributions, or rows that do not match: errors.
+  s.draft_q.resize(1);
+  EXPECT_THROW(rejection_accept(s, drafts, std::vector<int32_t>{1, 0, 3}, logits, V, picks), Error);
+  EXPECT_THROW(rejection_accept(s, std::vector<int32_t>{1}, std::vector<int32_t>{1}, logits, V, picks), Error);
 }
 
 }  // namespace
