@@ -1,5 +1,6 @@
 // `dsa generate --model DIR (--prompt-ids 1,2,3 | --prompt TEXT) --max-tokens N [--device cpu|cuda[:i]]`:
-// greedy generation of one request through the engine (engine/engine.h: the prompt prefilled in
+// generation of one request through the engine, greedy unless --temperature > 0 (with --top-k,
+// --top-p, --seed) (engine/engine.h: the prompt prefilled in
 // chunks of --max-num-batched-tokens, then one step per new token, sampled on the device). Prints
 // the generated ids (and, for --prompt, the decoded text: the checkpoint's tokenizer.json or
 // --tokenizer, special tokens added to the prompt as for completions) and the timings (prefill
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,10 @@ struct Args {
   double gpu_memory_utilization = 0.9;
   size_t kv_cache_memory = 0;
   int speculative_tokens = 0;      // MTP drafts per step (docs/speculative-decoding.md)
+  std::string speculative_acceptance = "rejection";  // how sampled drafts are verified
+  double temperature = 0, top_p = 1;  // sampling (0: greedy)
+  int64_t top_k = 0;
+  std::optional<uint64_t> seed;
 };
 
 // Greedy choice; a NaN / Inf logit (broken weights or arithmetic) is an error, not token 0.
@@ -116,6 +122,9 @@ void run(const Args& a) {
   DSA_CHECK(a.max_tokens >= 1, "--max-tokens must be >= 1, got {}", a.max_tokens);
   DSA_CHECK(a.tune_seconds >= 0, "--tune-seconds must be >= 0, got {}", a.tune_seconds);
   DSA_CHECK(a.max_step_tokens >= 1, "--max-num-batched-tokens must be >= 1, got {}", a.max_step_tokens);
+  const engine::SpecAcceptance acceptance = engine::parse_spec_acceptance(a.speculative_acceptance);
+  DSA_CHECK(a.show_top == 0 || a.temperature == 0, "--show-top decodes greedily: drop --temperature ({})",
+            a.temperature);
   const Device dev = parse_device(a.device);
   if (dev.is_cuda()) tune_for_generate(a, dev, std::min<size_t>(prompt.size(), static_cast<size_t>(a.max_step_tokens)));
   auto t0 = clock::now();
@@ -136,10 +145,15 @@ void run(const Args& a) {
   eo.memory.kv_cache_bytes = a.kv_cache_memory;
   eo.cuda_graphs = !a.enforce_eager;
   eo.speculative_tokens = a.speculative_tokens;
+  eo.speculative_acceptance = acceptance;
   engine::Engine eng(*lm, eo);
   engine::SamplingParams sp;
   sp.max_tokens = a.max_tokens;
   sp.ignore_eos = true;
+  sp.temperature = a.temperature;
+  sp.top_k = a.top_k;
+  sp.top_p = a.top_p;
+  sp.seed = a.seed;
   eng.add_request(prompt, sp);
   std::vector<int32_t> out;
   double prefill_ms = 0;
@@ -163,16 +177,18 @@ void run(const Args& a) {
               a.max_tokens > 1 ? (a.max_tokens - 1) / decode_s : 0.0, lm->device().str().c_str());
   if (a.speculative_tokens > 0) {
     const engine::SpecStats& st = eng.spec_stats();
-    std::printf("speculative: %d tokens per step; %lld drafted, %lld accepted (acceptance rate %.3f), mean accepted "
+    std::printf("speculative: %d tokens per step (%s acceptance); %lld drafted, %lld accepted (acceptance rate %.3f), mean accepted "
                 "length %.2f over %lld verify steps, %lld rollbacks\n",
-                a.speculative_tokens, static_cast<long long>(st.drafted), static_cast<long long>(st.accepted),
+                a.speculative_tokens, engine::spec_acceptance_name(acceptance), static_cast<long long>(st.drafted), static_cast<long long>(st.accepted),
                 st.acceptance_rate(), st.mean_accepted_length(), static_cast<long long>(st.verify_steps),
                 static_cast<long long>(st.rollbacks));
   }
 }
 
 const bool registered = add_command([](CLI::App& app) {
-  auto* cmd = app.add_subcommand("generate", "Greedy generation from token ids or text (prints ids, text and timings)");
+  auto* cmd = app.add_subcommand("generate",
+                                 "Generation from token ids or text, greedy unless --temperature (prints ids, text "
+                                 "and timings)");
   auto a = std::make_shared<Args>();
   cmd->add_option("--model", a->model, "Checkpoint directory (config.json + safetensors)")->required();
   cmd->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids");
@@ -200,6 +216,14 @@ const bool registered = add_command([](CLI::App& app) {
                 "CUDA: run every step eagerly (default: decode steps whose shape repeats replay as CUDA graphs)");
   cmd->add_option("--speculative-tokens", a->speculative_tokens,
                   "Tokens the checkpoint's MTP layer drafts per step, verified in one forward (default 0: off)");
+  cmd->add_option("--speculative-acceptance", a->speculative_acceptance,
+                  "How sampled drafts are verified: rejection (rejection sampling: the target's distribution, more "
+                  "accepted drafts) or exact (the same tokens as without drafts for a seeded request)")
+      ->capture_default_str();
+  cmd->add_option("--temperature", a->temperature, "Sampling temperature (default 0: greedy)");
+  cmd->add_option("--top-k", a->top_k, "Sample among the K most probable tokens (0: all)");
+  cmd->add_option("--top-p", a->top_p, "Nucleus sampling: the smallest set of tokens with this much probability (1: all)");
+  cmd->add_option("--seed", a->seed, "Sampling seed (default: random)");
   cmd->callback([a] { run(*a); });
 });
 

@@ -61,6 +61,7 @@ struct Args {
   std::string model, model_pos, host = "127.0.0.1", device = "cpu", name;
   int port = 8000, max_running = 16, threads = 1024;
   int speculative_tokens = 0;  // MTP drafts per step (docs/speculative-decoding.md)
+  std::string speculative_acceptance = "rejection";  // how sampled drafts are verified
   int64_t max_step_tokens = 512, max_prefill_chunk = 0, max_model_len = 0;
   bool tune = true, enforce_eager = false;
   double tune_seconds = 60;
@@ -189,6 +190,7 @@ void run(const Args& args) {
   DrainSignals signals;  // before any other thread exists (engine loop, HTTP workers, tuning)
   const Device dev = parse_device(a.device);
   DSA_CHECK(a.tune_seconds >= 0, "--tune-seconds must be >= 0, got {}", a.tune_seconds);
+  const engine::SpecAcceptance acceptance = engine::parse_spec_acceptance(a.speculative_acceptance);  // before loading
   if (dev.is_cuda() && dev.index >= 0 && dev.index < static_cast<int>(cuda_devices().size())) {
     tune::ModelWarmupOptions o;
     o.tune = a.tune;
@@ -223,6 +225,7 @@ void run(const Args& args) {
   eo.memory.kv_cache_bytes = a.kv_cache_memory;
   eo.cuda_graphs = !a.enforce_eager;
   eo.speculative_tokens = a.speculative_tokens;
+  eo.speculative_acceptance = acceptance;
   eo.eos_token_ids = eos_ids(a.model);
   if (tok && tok->eos_id() && std::find(eo.eos_token_ids.begin(), eo.eos_token_ids.end(), *tok->eos_id()) ==
                                   eo.eos_token_ids.end())
@@ -281,6 +284,11 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--served-model-name", a->name, "Model id in /v1/models and responses (default: the dir name)");
   cmd->add_option("--speculative-tokens", a->speculative_tokens,
                   "Tokens the checkpoint's MTP layer drafts per decode step, verified in one forward (default 0: off)");
+  cmd->add_option("--speculative-acceptance", a->speculative_acceptance,
+                  "How sampled requests' drafts are verified: rejection (rejection sampling: the target's "
+                  "distribution, more accepted drafts) or exact (the same tokens as without drafts for a seeded "
+                  "request); greedy requests accept by argmax match either way")
+      ->capture_default_str();
   cmd->add_option("--max-num-seqs,--max-running", a->max_running, "Engine limit: sequences running at once")
       ->capture_default_str();
   cmd->add_option("--max-num-batched-tokens,--max-step-tokens", a->max_step_tokens, "Engine limit: tokens of one forward")

@@ -214,7 +214,8 @@ TEST(HostileCli, TransformersVariantsLoad) {
 }
 
 // --speculative-tokens (docs/speculative-decoding.md): a checkpoint without MTP weights and a
-// negative count are clean errors naming the flag and value; a valid count prints the statistics.
+// negative count are clean errors naming the flag and value; a valid count prints the statistics;
+// likewise --speculative-acceptance (and a bad --temperature).
 TEST(HostileCli, SpeculativeTokensNeedAnMtpLayer) {
   DSA_REQUIRE_DSA_BINARY();
   TempTree t;
@@ -228,7 +229,18 @@ TEST(HostileCli, SpeculativeTokensNeedAnMtpLayer) {
                      "--speculative-tokens must be in [0, 64], got -3");
   const CliResult r = run_dsa("generate --model " + dir + gen + " --speculative-tokens 2");
   EXPECT_EQ(r.rc, 0) << r.out;
-  EXPECT_HAS(r.out, "speculative: 2 tokens per step;");
+  EXPECT_HAS(r.out, "speculative: 2 tokens per step (rejection acceptance);");
+  // --speculative-acceptance: a bad value names the flag and the value; sampled runs in both modes.
+  expect_clean_error(run_dsa("generate --model " + dir + gen + " --speculative-tokens 2 --speculative-acceptance fast"),
+                     "bad acceptance", "--speculative-acceptance must be 'rejection' or 'exact', got 'fast'");
+  expect_clean_error(run_dsa("generate --model " + dir + gen + " --temperature -1"), "bad temperature",
+                     "temperature must be finite and >= 0, got -1");
+  for (const char* mode : {"rejection", "exact"}) {
+    const CliResult s = run_dsa("generate --model " + dir + gen + " --speculative-tokens 2 --temperature 0.8 --top-k 20 "
+                                "--seed 7 --speculative-acceptance " + mode);
+    EXPECT_EQ(s.rc, 0) << s.out;
+    EXPECT_HAS(s.out, std::string("speculative: 2 tokens per step (") + mode + " acceptance);");
+  }
   EXPECT_HAS(run_dsa("make-tiny --arch glm_moe_dsa --script-mtp --out " + t / "x").out, "--script-mtp needs --script");
 }
 

@@ -1,11 +1,16 @@
 // Speculative decoding with the MTP layer (docs/speculative-decoding.md) on the tiny GLM-5.1 and
-// DeepSeek-V4 checkpoints on the CPU: greedy (and seeded sampled) output with N = 1, 2, 3 drafts
-// per step equals the output without drafts, token for token, with several requests per step
+// DeepSeek-V4 checkpoints on the CPU: greedy (and, with exact acceptance, seeded sampled) output
+// with N = 1, 2, 3 drafts per step equals the output without drafts, token for token, with several requests per step
 // (some without drafts), chunked prefill and a V4 run long enough to cross its compressor
 // windows (ratio 4 and 128: 140 generated tokens); the random tiny MTP layers rarely predict
 // right, so most drafts are rejected and every rollback path runs; forced drafts that are always accepted or always
 // rejected leave the output unchanged (every rollback path, the compressor-state restore
 // included, is exact); the verifier and the rollback rule on synthetic inputs; bad input errors.
+// Sampled requests under the rejection rule (the default): valid tokens, the same on every run of
+// a seed, greedy requests beside them unchanged, and on the predicting scripted checkpoint at a
+// temperature that spreads the target's distribution nearly every draft accepted (exact match
+// accepts far fewer; a Cuda test repeats this on the GPU). The rule's distribution is checked in
+// test_rejection_sampling.cpp.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -143,9 +148,9 @@ TEST(SpeculativeLong, DeepseekV4CrossesBothCompressorWindows) {
   }
 }
 
-// Seeded sampling: row j of a verification draws with the counter decoding without drafts
-// uses for that token, so the sampled output is the same sequence too.
-TEST_P(SpeculativeTest, SeededSampledOutputEqualsDecodingWithoutDrafts) {
+// Seeded sampling with exact acceptance: row j of a verification draws with the counter decoding
+// without drafts uses for that token, so the sampled output is the same sequence too.
+TEST_P(SpeculativeTest, ExactSeededSampledOutputEqualsDecodingWithoutDrafts) {
   const auto prompts = random_prompts({12, 7}, vocab(), 9);
   SamplingParams p = greedy(40);
   p.temperature = 0.8;
@@ -154,12 +159,57 @@ TEST_P(SpeculativeTest, SeededSampledOutputEqualsDecodingWithoutDrafts) {
   EngineOptions o;
   o.max_running = 2;
   o.log_capacity = false;
+  o.speculative_acceptance = SpecAcceptance::Exact;
   const Outcome base = generate(lm(), prompts, {p}, o);
-  o.speculative_tokens = 2;
-  const Outcome spec = generate(lm(), prompts, {p}, o);
-  print_stats(GetParam() + " sampled N=2", spec.stats);
-  EXPECT_EQ(spec.tokens, base.tokens);
-  EXPECT_GT(spec.stats.verify_steps, 0);
+  for (int n : {1, 2, 3}) {
+    o.speculative_tokens = n;
+    const Outcome spec = generate(lm(), prompts, {p}, o);
+    print_stats(fmt::format("{} sampled exact N={}", GetParam(), n), spec.stats);
+    EXPECT_EQ(spec.tokens, base.tokens) << "N = " << n;
+    EXPECT_GT(spec.stats.verify_steps, 0);
+  }
+}
+
+// The rejection rule (default) on sampled requests, N = 1, 2, 3: every token is in the
+// vocabulary, each request gets max_tokens, a second run with the same seeds gives the same
+// tokens, drafts are verified and counted, and the greedy request of the same batch (argmax match
+// in both modes) still gives its output without drafts. Different seeds give different outputs.
+TEST_P(SpeculativeTest, RejectionSampledOutputIsValidAndReproducible) {
+  const auto prompts = random_prompts({12, 7, 10}, vocab(), 9);
+  SamplingParams a = greedy(30);
+  a.temperature = 0.8;
+  a.top_k = 20;
+  a.seed = 1234;
+  SamplingParams b = a;
+  b.temperature = 1.2;
+  b.top_k = 0;
+  b.top_p = 0.9;
+  b.seed = 99;
+  const std::vector<SamplingParams> params{a, b, greedy(30)};
+  EngineOptions o;
+  o.max_running = 3;
+  o.max_prefill_chunk = 5;
+  o.log_capacity = false;
+  const Outcome base = generate(lm(), prompts, params, o);
+  for (int n : {1, 2, 3}) {
+    o.speculative_tokens = n;
+    const Outcome spec = generate(lm(), prompts, params, o);
+    print_stats(fmt::format("{} sampled rejection N={}", GetParam(), n), spec.stats);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_EQ(spec.tokens[i].size(), 30u) << "N = " << n << ", request " << i;
+      for (int32_t t : spec.tokens[i]) ASSERT_TRUE(t >= 0 && t < vocab()) << t;
+    }
+    EXPECT_EQ(spec.tokens[2], base.tokens[2]) << "greedy request, N = " << n;
+    EXPECT_GT(spec.stats.verify_steps, 0);
+    EXPECT_GE(spec.stats.drafted, spec.stats.verify_steps);
+    EXPECT_GT(spec.stats.accepted, 0);
+    const Outcome again = generate(lm(), prompts, params, o);
+    EXPECT_EQ(again.tokens, spec.tokens) << "N = " << n;
+    EXPECT_EQ(again.stats.accepted, spec.stats.accepted) << "N = " << n;
+    std::vector<SamplingParams> other = params;
+    other[0].seed = 1235;
+    EXPECT_NE(generate(lm(), prompts, other, o).tokens[0], spec.tokens[0]) << "N = " << n;
+  }
 }
 
 // Drafts forced to the right tokens are all accepted (mean accepted length N + 1, nothing rolled
@@ -266,6 +316,149 @@ TEST(SpeculativePreemption, GlmPreemptedWhileSpeculating) {
   }
 }
 
+// The predicting scripted checkpoint at a low margin (6: the script's token has probability about
+// e^6 / (e^6 + 511) = 0.44 at temperature 1, so sampled outputs soon leave the script for tokens
+// without a successor, whose rows are near uniform): its MTP layer's distribution is the
+// target's, so the rejection rule accepts nearly every draft, while exact match accepts a draft
+// only when the target's own draw equals the MTP layer's argmax (almost never on flat rows).
+std::filesystem::path predicting_low_margin_checkpoint(const std::string& arch, const std::string& tag) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dsa_spec_" + tag + "_" + arch + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  TinyOptions t;
+  t.arch = arch;
+  t.seed = 5;
+  make_tiny_checkpoint(t, dir.string());
+  std::map<int32_t, int32_t> next;
+  for (int32_t i = 2; i < 30; ++i) next[i] = i + 1;
+  next[30] = 2;
+  model::apply_scripted_weights(dir.string(), next, /*margin=*/6.0);
+  model::apply_predicting_mtp(dir.string());
+  return dir;
+}
+
+TEST_P(SpeculativeTest, PredictingMtpLayerSampledDraftsAreAccepted) {
+  const std::filesystem::path dir = predicting_low_margin_checkpoint(GetParam(), "sampled");
+  auto lm = model::load_causal_lm(dir.string(), Device::cpu(), {.progress = false, .mtp = true});
+  const std::vector<std::vector<int32_t>> prompts{{100, 200, 7}, {300, 12}};
+  SamplingParams p = greedy(48);
+  p.temperature = 1.0;
+  p.seed = 77;
+  EngineOptions o;
+  o.max_running = 2;
+  o.log_capacity = false;
+  for (int n : {1, 3}) {
+    o.speculative_tokens = n;
+    o.speculative_acceptance = SpecAcceptance::Rejection;
+    const Outcome rej = generate(*lm, prompts, {p}, o);
+    o.speculative_acceptance = SpecAcceptance::Exact;
+    const Outcome exact = generate(*lm, prompts, {p}, o);
+    print_stats(fmt::format("{} predicting MTP sampled rejection N={}", GetParam(), n), rej.stats);
+    print_stats(fmt::format("{} predicting MTP sampled exact N={}", GetParam(), n), exact.stats);
+    ASSERT_GT(rej.stats.drafted, 40);
+    EXPECT_GT(rej.stats.acceptance_rate(), 0.95) << "N = " << n;
+    EXPECT_LT(exact.stats.acceptance_rate(), 0.7) << "N = " << n;
+    EXPECT_GT(rej.stats.mean_accepted_length(), exact.stats.mean_accepted_length() + 0.3 * n) << "N = " << n;
+  }
+  lm.reset();
+  std::filesystem::remove_all(dir);
+}
+
+// End to end, the rejection rule keeps the target's distribution when the drafts come from a
+// different one: a scripted checkpoint whose script is a cycle through the whole vocabulary
+// (margin 6: each token is followed by its successor with probability about 0.44 at temperature
+// 1) keeps its random MTP layer, whose distribution is nearly flat. Over 6 requests x 80 tokens
+// (seeds 1..6) the fraction of tokens that follow the script is the same with N = 2 drafts as
+// without drafts, within 0.1 (each rate has a standard deviation of about 0.023 over 480
+// tokens; measured: 0.435 without drafts, 0.410 GLM and 0.429 V4 with them). About 0.44 of the
+// drafts are accepted (sum min(p, q): p's flat part); a rule that kept more of the nearly flat
+// drafts would pull the rate towards the MTP layer's own, about 1/512.
+TEST_P(SpeculativeTest, RejectionKeepsTheTargetDistributionWithAWrongDraftModel) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dsa_spec_cycle_" + GetParam() + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  TinyOptions t;
+  t.arch = GetParam();
+  t.seed = 5;
+  make_tiny_checkpoint(t, dir.string());
+  const int32_t V = static_cast<int32_t>(vocab());
+  std::map<int32_t, int32_t> next;
+  for (int32_t i = 0; i < V; ++i) next[i] = (i + 1) % V;
+  model::apply_scripted_weights(dir.string(), next, /*margin=*/6.0);
+  auto lm = model::load_causal_lm(dir.string(), Device::cpu(), {.progress = false, .mtp = true});
+  const auto prompts = random_prompts({3, 4, 2, 5, 3, 2}, V, 41);
+  std::vector<SamplingParams> params;
+  for (uint64_t i = 1; i <= prompts.size(); ++i) {
+    SamplingParams p = greedy(80);
+    p.temperature = 1.0;
+    p.seed = i;
+    params.push_back(p);
+  }
+  auto follow_rate = [&](const Outcome& r) {
+    int64_t follow = 0, total = 0;
+    for (size_t i = 0; i < r.tokens.size(); ++i)
+      for (size_t k = 0; k < r.tokens[i].size(); ++k) {
+        const int32_t prev = k == 0 ? prompts[i].back() : r.tokens[i][k - 1];
+        follow += r.tokens[i][k] == (prev + 1) % V;
+        ++total;
+      }
+    return static_cast<double>(follow) / static_cast<double>(total);
+  };
+  EngineOptions o;
+  o.max_running = 6;
+  o.log_capacity = false;
+  const Outcome base = generate(*lm, prompts, params, o);
+  o.speculative_tokens = 2;
+  const Outcome rej = generate(*lm, prompts, params, o);
+  print_stats(GetParam() + " cycle script, random MTP, sampled rejection N=2", rej.stats);
+  const double b = follow_rate(base), r = follow_rate(rej);
+  std::printf("%s: the script is followed by %.3f of the tokens without drafts, %.3f with N = 2 (rejection)\n",
+              GetParam().c_str(), b, r);
+  EXPECT_GT(b, 0.25);  // the checkpoint does follow its script often (so the rate can tell)
+  EXPECT_NEAR(r, b, 0.1);
+  EXPECT_GT(rej.stats.drafted, 100);
+  EXPECT_LT(rej.stats.acceptance_rate(), 0.8);  // q is not p: many drafts are replaced by residual draws
+  lm.reset();
+  std::filesystem::remove_all(dir);
+}
+
+// The same on the GPU (CUDA graphs on: draft and verification steps return logits rows for the
+// rule): the rejection rule accepts nearly every draft and a seed reproduces; exact acceptance
+// and greedy requests keep the output without drafts.
+TEST_P(SpeculativeTest, CudaSampledRejectionOnThePredictingModel) {
+  DSA_REQUIRE_CUDA();
+  const std::filesystem::path dir = predicting_low_margin_checkpoint(GetParam(), "cuda_sampled");
+  auto lm = model::load_causal_lm(dir.string(), Device::cuda(0), {.progress = false, .mtp = true});
+  const std::vector<std::vector<int32_t>> prompts{{100, 200, 7}, {300, 12}, {9}};
+  SamplingParams p = greedy(48);
+  p.temperature = 1.0;
+  p.seed = 77;
+  const std::vector<SamplingParams> params{p, p, greedy(48)};
+  EngineOptions o;
+  o.max_running = 3;
+  o.log_capacity = false;
+  o.speculative_acceptance = SpecAcceptance::Exact;
+  const Outcome base = generate(*lm, prompts, params, o);
+  for (int n : {1, 3}) {
+    o.speculative_tokens = n;
+    o.speculative_acceptance = SpecAcceptance::Exact;
+    const Outcome exact = generate(*lm, prompts, params, o);
+    EXPECT_EQ(exact.tokens, base.tokens) << "exact, N = " << n;
+    o.speculative_acceptance = SpecAcceptance::Rejection;
+    const Outcome rej = generate(*lm, prompts, params, o);
+    print_stats(fmt::format("cuda {} predicting MTP sampled rejection N={}", GetParam(), n), rej.stats);
+    EXPECT_EQ(rej.tokens[2], base.tokens[2]) << "greedy, N = " << n;
+    for (const auto& toks : rej.tokens) {
+      ASSERT_EQ(toks.size(), 48u);
+      for (int32_t t : toks) ASSERT_TRUE(t >= 0 && t < lm->config().vocab_size) << t;
+    }
+    EXPECT_GT(rej.stats.acceptance_rate(), 0.95) << "N = " << n;
+    EXPECT_EQ(generate(*lm, prompts, params, o).tokens, rej.tokens) << "N = " << n;
+  }
+  lm.reset();
+  std::filesystem::remove_all(dir);
+}
+
 TEST_P(SpeculativeTest, BadSpeculativeTokensAreClearErrors) {
   EngineOptions o;
   o.log_capacity = false;
@@ -280,6 +473,19 @@ TEST_P(SpeculativeTest, BadSpeculativeTokensAreClearErrors) {
   SamplingParams p = greedy(4);
   p.speculative_tokens = -2;
   EXPECT_THROW(p.validate(vocab()), Error);
+  EXPECT_EQ(parse_spec_acceptance("rejection"), SpecAcceptance::Rejection);
+  EXPECT_EQ(parse_spec_acceptance("exact"), SpecAcceptance::Exact);
+  for (const char* bad : {"", "Exact", "greedy"}) {
+    try {
+      parse_spec_acceptance(bad);
+      FAIL() << "no error for '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(fmt::format("--speculative-acceptance must be 'rejection' or 'exact', "
+                                                       "got '{}'", bad)),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // On CUDA: the draft forward, the verification of N + 1 tokens and every rollback run on the

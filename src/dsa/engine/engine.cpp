@@ -127,6 +127,8 @@ uint64_t Engine::add_request(std::vector<int32_t> prompt, const SamplingParams& 
                           : params.speculative_tokens < 0
                               ? opt_.speculative_tokens
                               : std::min(params.speculative_tokens, opt_.speculative_tokens);
+  s->rejection = s->speculative_tokens > 0 && params.temperature > 0 &&
+                 opt_.speculative_acceptance == SpecAcceptance::Rejection;
   waiting_.push_back(s.get());
   const uint64_t id = s->id;
   seqs_[id] = std::move(s);
@@ -174,6 +176,7 @@ void Engine::preempt(Sequence* s) {
   s->running = false;
   s->computed = 0;
   s->drafts.clear();
+  s->draft_q.clear();
   s->mtp_done = 0;
   waiting_.push_front(s);
   admission_blocked_ = true;  // until a request finishes: no thrashing between preempted requests
@@ -312,7 +315,8 @@ std::vector<StepOutput> Engine::step() {
       RowRequest r;
       r.token = b.num_tokens() - 1 - drafted[i] + j;
       r.sampling = sampling_row(s.params, s.seed, static_cast<uint64_t>(s.tokens.size()) + static_cast<uint64_t>(j));
-      r.want_logits = s.params.logprobs >= 0 || s.params.processes_logits();
+      // The rejection rule reads the target's rows of the drafts on the host (rejection_accept).
+      r.want_logits = s.params.logprobs >= 0 || s.params.processes_logits() || (s.rejection && j < drafted[i]);
       rows.push_back(r);
     }
   }
@@ -350,15 +354,21 @@ std::vector<StepOutput> Engine::step() {
       if (s.speculative_tokens > 0) jobs.push_back({&s, first_row[i], step_start, s.computed, 0});
       continue;
     }
-    // The tokens this step emits: one, or with drafts the target's picks up to the first
-    // rejected draft (accepted_prefix); stops / eos / max_tokens inside the span end it there.
+    // The tokens this step emits: one, or with drafts the accepted ones and the correction or
+    // bonus token (exact match: accepted_prefix; sampled under the rejection rule:
+    // rejection_accept); stops / eos / max_tokens inside the span end it there.
     std::vector<int32_t> picks;
     int accepted = 0;
     if (drafted[i] > 0) {
       const auto first = res.tokens.begin() + row_of[i];
       const std::vector<int32_t> target(first, first + drafted[i] + 1);
-      accepted = accepted_prefix(std::span<const int32_t>(s.drafts.data(), static_cast<size_t>(drafted[i])), target);
-      picks.assign(target.begin(), target.begin() + accepted + 1);
+      const std::span<const int32_t> drafts(s.drafts.data(), static_cast<size_t>(drafted[i]));
+      if (s.rejection) {
+        accepted = rejection_accept(s, drafts, target, [&](int j) { return logits_of(row_of[i] + j); }, V, picks);
+      } else {
+        accepted = accepted_prefix(drafts, target);
+        picks.assign(target.begin(), target.begin() + accepted + 1);
+      }
       ++spec_.verify_steps;
       spec_.drafted += drafted[i];
       spec_.accepted += accepted;
@@ -431,6 +441,7 @@ std::vector<StepOutput> Engine::step() {
         }
       }
       s.drafts.clear();
+      s.draft_q.clear();
       if (s.speculative_tokens > 0) jobs.push_back({&s, first_row[i], step_start, keep, 0});
     } else if (s.speculative_tokens > 0) {
       jobs.push_back({&s, first_row[i], step_start, std::min(s.computed, len_before), 0});

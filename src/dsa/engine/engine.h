@@ -60,6 +60,10 @@ struct EngineOptions {
   // Speculative decoding with the model's MTP layer (--speculative-tokens, vLLM's
   // num_speculative_tokens; docs/speculative-decoding.md): the drafts per decode step; 0 = off.
   int speculative_tokens = 0;
+  // How sampled requests verify drafts (--speculative-acceptance, speculative.h): the rejection
+  // rule (default: the target's distribution, higher acceptance) or exact match (the same tokens
+  // as decoding without drafts for a seeded request). Greedy requests: argmax match either way.
+  SpecAcceptance speculative_acceptance = SpecAcceptance::Rejection;
   // Tests: called with every request's fresh drafts (may change them, not lengthen them), so a
   // test can force drafts that are all accepted or all rejected.
   std::function<void(const Sequence&, std::vector<int32_t>& drafts)> draft_hook;

@@ -45,7 +45,7 @@ struct SamplingParams {
   int prompt_logprobs = -1;             // -1: none; k >= 0: each prompt token's (from the second) and the top k
   // Drafts per step (docs/speculative-decoding.md): -1 = the engine's --speculative-tokens, 0 =
   // none, k > 0 = at most k (never more than the engine's). Requests that need their logits on the
-  // host (penalties, logit_bias, min_tokens, min_p, logprobs, prompt_logprobs) decode without.
+  // host (penalties, logit_bias, min_tokens, logprobs, prompt_logprobs) decode without.
   int speculative_tokens = -1;
 
   static constexpr int kMaxLogprobs = 20;

@@ -35,6 +35,11 @@ struct Sequence {
   // own cache holds entries (positions [0, mtp_done)).
   int speculative_tokens = 0;   // drafts per step for this request (0: none)
   std::vector<int32_t> drafts;
+  // Sampled under --speculative-acceptance rejection: drafts are draws from the MTP layer's
+  // processed distribution, draft_q[k] (f32 [vocab], the probabilities drafts[k] was drawn
+  // from), and are verified by the rejection rule (engine/rejection_sampling.h).
+  bool rejection = false;
+  std::vector<std::vector<float>> draft_q;
   int64_t mtp_done = 0;
 
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }

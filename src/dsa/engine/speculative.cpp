@@ -3,8 +3,41 @@
 #include <algorithm>
 
 #include "dsa/core/error.h"
+#include "dsa/engine/rejection_sampling.h"
+#include "dsa/engine/sampler.h"
+#include "dsa/ops/sampling/sampling.h"
 
 namespace dsa::engine {
+
+SpecAcceptance parse_spec_acceptance(std::string_view name) {
+  if (name == "rejection") return SpecAcceptance::Rejection;
+  if (name == "exact") return SpecAcceptance::Exact;
+  fail("--speculative-acceptance must be 'rejection' or 'exact', got '{}'", name);
+}
+
+const char* spec_acceptance_name(SpecAcceptance a) { return a == SpecAcceptance::Exact ? "exact" : "rejection"; }
+
+int rejection_accept(const Sequence& s, std::span<const int32_t> drafts, std::span<const int32_t> target,
+                     const std::function<const float*(int)>& target_logits, int64_t vocab, std::vector<int32_t>& picks) {
+  const size_t D = drafts.size();
+  DSA_CHECK(target.size() == D + 1 && s.draft_q.size() >= D,
+            "speculative: {} verified rows and {} draft distributions for {} drafts (need drafts + 1 and drafts)",
+            target.size(), s.draft_q.size(), D);
+  std::vector<float> p(static_cast<size_t>(vocab));
+  for (size_t j = 0; j < D; ++j) {
+    const uint64_t pos = s.tokens.size() + j;
+    if (!ops::sampling_probs(target_logits(static_cast<int>(j)), vocab, sampling_row(s.params, s.seed, pos), p.data())) {
+      picks.push_back(-1);
+      return static_cast<int>(j);
+    }
+    const RejectionVerdict v = rejection_verdict(p, s.draft_q[j], drafts[j], spec_uniform(s.seed, pos, SpecDraw::Accept),
+                                                 spec_uniform(s.seed, pos, SpecDraw::Residual));
+    picks.push_back(v.token);
+    if (!v.accepted) return static_cast<int>(j);
+  }
+  picks.push_back(target[D]);
+  return static_cast<int>(D);
+}
 
 int accepted_prefix(std::span<const int32_t> drafts, std::span<const int32_t> target) {
   DSA_CHECK(target.size() == drafts.size() + 1, "speculative: {} verified rows for {} drafts (need drafts + 1)",
@@ -41,6 +74,19 @@ Tensor Drafter::buffer(int i, int64_t tokens) {
 
 Tensor Drafter::target_hidden(int64_t tokens) { return buffer(0, tokens); }
 
+int32_t Drafter::pick(Sequence& s, const StepResult& res, size_t row, int64_t pos) {
+  const int32_t t = res.tokens[row];
+  if (!s.rejection || t < 0) return t;
+  const int64_t V = lm_.config().vocab_size;
+  std::vector<float> q(static_cast<size_t>(V));
+  const float* logits = res.logits.data<float>() + static_cast<int64_t>(res.logits_row[row]) * V;
+  const auto counter = static_cast<uint64_t>(pos);
+  if (!ops::sampling_probs(logits, V, sampling_row(s.params, s.seed, counter), q.data())) return -1;
+  const int32_t d = draw_from(q, spec_uniform(s.seed, counter, SpecDraw::Draft));
+  s.draft_q.push_back(std::move(q));
+  return d;
+}
+
 void Drafter::run(std::vector<DraftJob>& jobs) {
   // 1. Catch the MTP cache up: one MTP step over every job's new committed positions.
   kv::Batch b;
@@ -65,7 +111,7 @@ void Drafter::run(std::vector<DraftJob>& jobs) {
     // The last committed position predicts the token after the last one: the first draft.
     if (job.drafts > 0 && job.valid_end == len - 1) {
       draft_row[j] = static_cast<int>(rows.size());
-      rows.push_back(RowRequest{b.num_tokens() - 1, {}, false});
+      rows.push_back(RowRequest{b.num_tokens() - 1, {}, s.rejection});  // rejection: q comes to the host
     } else {
       job.drafts = 0;
     }
@@ -87,14 +133,15 @@ void Drafter::run(std::vector<DraftJob>& jobs) {
     if (draft_row[j] < 0) continue;
     Sequence& s = *jobs[j].seq;
     s.drafts.clear();
-    const int32_t t = res.tokens[static_cast<size_t>(draft_row[j])];
+    s.draft_q.clear();
+    const int64_t len = static_cast<int64_t>(s.tokens.size());
+    const int32_t t = pick(s, res, static_cast<size_t>(draft_row[j]), len);
     if (t < 0) {
       jobs[j].drafts = 0;
       continue;
     }
     s.drafts.push_back(t);
     // Draft k >= 2 writes the MTP cache at position len - 3 + k: pages ahead of the cache end.
-    const int64_t len = static_cast<int64_t>(s.tokens.size());
     if (jobs[j].drafts > 1 && !kv_.reserve(static_cast<kv::RequestId>(s.id), len + jobs[j].drafts - 2)) jobs[j].drafts = 1;
     max_drafts = std::max(max_drafts, jobs[j].drafts);
   }
@@ -113,7 +160,7 @@ void Drafter::run(std::vector<DraftJob>& jobs) {
       c.add(static_cast<kv::RequestId>(s.id), len - 3 + k, std::span<const int32_t>(&prev, 1));
       src_rows.push_back(static_cast<int32_t>(last_token[j]));
       last_token[j] = c.num_tokens() - 1;
-      crow.push_back(RowRequest{c.num_tokens() - 1, {}, false});
+      crow.push_back(RowRequest{c.num_tokens() - 1, {}, s.rejection});
       who.push_back(j);
     }
     if (c.empty()) break;
@@ -126,7 +173,8 @@ void Drafter::run(std::vector<DraftJob>& jobs) {
     std::copy(src_rows.begin(), src_rows.end(), y.hidden_rows.data<int32_t>());
     res = runner_.run(c, crow, &y);
     for (size_t i = 0; i < who.size(); ++i) {
-      const int32_t t = res.tokens[i];
+      Sequence& s = *jobs[who[i]].seq;
+      const int32_t t = pick(s, res, i, static_cast<int64_t>(s.tokens.size()) + k - 1);  // draft k's position
       if (t < 0)
         jobs[who[i]].drafts = k - 1;
       else

@@ -4,7 +4,9 @@
 // N tokens per request autoregressively).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "dsa/core/tensor.h"
@@ -30,12 +32,32 @@ struct SpecStats {
   }
 };
 
+// How a sampled request's drafts are verified (--speculative-acceptance; greedy requests accept
+// by argmax match either way):
+//   Rejection (default): drafts drawn from the MTP layer's processed distribution q, accepted by
+//     the rejection rule (rejection_accept): the target's distribution, more accepted tokens;
+//   Exact: greedy MTP drafts accepted when equal to the target's own seeded draw
+//     (accepted_prefix): the same tokens as decoding without drafts.
+enum class SpecAcceptance { Rejection, Exact };
+// "rejection" / "exact"; anything else throws dsa::Error naming --speculative-acceptance and the value.
+SpecAcceptance parse_spec_acceptance(std::string_view name);
+const char* spec_acceptance_name(SpecAcceptance a);
+
 // The verifier: target[j] is the token the target picked at draft position j (j = 0..D, from
 // D + 1 verified rows; the request's own sampling rule and seeded draw for that position). Returns
 // the accepted draft count a: drafts[0..a) == target[0..a) and drafts[a] != target[a] (or a = D).
 // The step then emits target[0..a], a + 1 tokens: exactly what decoding without drafts would have
 // emitted, one token per step (greedy: the argmax; sampled: the same seeded draw).
 int accepted_prefix(std::span<const int32_t> drafts, std::span<const int32_t> target);
+
+// The rejection rule over one verification of a sampled request (rejection_sampling.h). Draft j
+// takes position len + j (len = s.tokens.size()); target_logits(j) is the target's raw f32 row
+// for it on the host, processed here by the request's sampling rules into p; s.draft_q[j] is the q
+// the draft was drawn from. picks gets the accepted drafts, then the correction drawn from
+// norm(max(0, p - q)), or after all D drafts target[D] (the target's own seeded draw at len + D:
+// a draw from p). Returns the accepted count; a target row that is not finite ends picks with -1.
+int rejection_accept(const Sequence& s, std::span<const int32_t> drafts, std::span<const int32_t> target,
+                     const std::function<const float*(int)>& target_logits, int64_t vocab, std::vector<int32_t>& picks);
 
 // Whether forgetting the processed positions [keep, end) of a request requires restoring its
 // state slots: a group of ratio m > 1 (V4's compressors) closed a window ((p + 1) % m == 0)
@@ -59,12 +81,17 @@ class Drafter {
   Tensor target_hidden(int64_t tokens);
   // Runs the MTP layer over positions [max(mtp_done, step_start), valid_end) of every job (token
   // t + 1 as input, the target's hidden at t) and sets seq->mtp_done; then, for jobs with drafts
-  // whose last committed position was in it, proposes seq->drafts (greedy over the MTP logits;
-  // fewer when the KV cache has no pages ahead for the draft positions).
+  // whose last committed position was in it, proposes seq->drafts (greedy over the MTP logits, or
+  // for seq->rejection drawn from the processed ones, kept in seq->draft_q; fewer when the KV
+  // cache has no pages ahead for the draft positions).
   void run(std::vector<DraftJob>& jobs);
 
  private:
   Tensor buffer(int i, int64_t tokens);
+  // The draft taking position `pos` from row `row` of an MTP step: the device's greedy pick, or
+  // for s.rejection a seeded draw from the row's processed distribution (appended to s.draft_q).
+  // -1: the row is not finite.
+  int32_t pick(Sequence& s, const StepResult& res, size_t row, int64_t pos);
   model::CausalLM& lm_;
   ModelRunner& runner_;
   kv::KvManager& kv_;

@@ -21,15 +21,21 @@ float sampling_gumbel(uint64_t seed, uint64_t counter, int64_t id) {
   return -logf(-logf(u));
 }
 
-int32_t sample_row(const float* l, int64_t V, const SamplingRow& r) {
+namespace {
+
+// Index of the largest finite logit (lowest on ties); -1 when the row holds NaN or +inf, or only -inf.
+int64_t valid_best(const float* l, int64_t V) {
   int64_t best = -1;
   for (int64_t i = 0; i < V; ++i) {
     if (std::isnan(l[i]) || l[i] == INFINITY) return -1;
     if (l[i] > -INFINITY && (best < 0 || l[i] > l[best])) best = i;
   }
-  if (best < 0) return -1;  // every logit is -inf
-  if (r.temperature == 0.f) return static_cast<int32_t>(best);
-  // Candidates by descending logit (lower id first on ties), cut to top_k.
+  return best;
+}
+
+// The candidates of a valid temperature > 0 row (sampling.h): ids[0..n), by descending logit
+// (lower id first on ties) when a cut applies, else every id in order.
+std::vector<int32_t> candidates(const float* l, int64_t V, const SamplingRow& r) {
   std::vector<int32_t> ids(static_cast<size_t>(V));
   std::iota(ids.begin(), ids.end(), 0);
   auto better = [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
@@ -60,10 +66,19 @@ int32_t sample_row(const float* l, int64_t V, const SamplingRow& r) {
       }
     }
   }
+  ids.resize(n);
+  return ids;
+}
+
+}  // namespace
+
+int32_t sample_row(const float* l, int64_t V, const SamplingRow& r) {
+  const int64_t best = valid_best(l, V);
+  if (best < 0) return -1;
+  if (r.temperature == 0.f) return static_cast<int32_t>(best);
   int64_t pick = -1;
   float pick_key = -INFINITY;
-  for (size_t j = 0; j < n; ++j) {
-    const int32_t id = ids[j];
+  for (const int32_t id : candidates(l, V, r)) {
     const float key = l[id] / r.temperature + sampling_gumbel(r.seed, r.counter, id);
     if (pick < 0 || key > pick_key || (key == pick_key && id < pick)) {
       pick = id;
@@ -71,6 +86,22 @@ int32_t sample_row(const float* l, int64_t V, const SamplingRow& r) {
     }
   }
   return static_cast<int32_t>(pick);
+}
+
+bool sampling_probs(const float* l, int64_t V, const SamplingRow& r, float* probs) {
+  const int64_t best = valid_best(l, V);
+  if (best < 0) return false;
+  std::fill(probs, probs + V, 0.f);
+  if (r.temperature == 0.f) {
+    probs[best] = 1.f;
+    return true;
+  }
+  const std::vector<int32_t> ids = candidates(l, V, r);
+  const double mx = l[best], T = r.temperature;
+  double z = 0;
+  for (const int32_t id : ids) z += std::exp((static_cast<double>(l[id]) - mx) / T);
+  for (const int32_t id : ids) probs[id] = static_cast<float>(std::exp((static_cast<double>(l[id]) - mx) / T) / z);
+  return true;
 }
 
 void sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& out) {

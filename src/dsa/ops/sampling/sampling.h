@@ -33,6 +33,12 @@ void sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& out);
 // The CPU reference for one row.
 int32_t sample_row(const float* logits, int64_t vocab, const SamplingRow& row);
 
+// The distribution sample_row draws from (speculative decoding's rejection rule needs the
+// probabilities, not only a draw): probs[0..vocab) = softmax(logit / temperature) over the
+// row's candidates (top_k, min_p, top_p as above), 0 elsewhere; temperature 0: 1 at the argmax.
+// False (probs untouched) when sample_row would give -1 (NaN, +inf, or only -inf).
+bool sampling_probs(const float* logits, int64_t vocab, const SamplingRow& row, float* probs);
+
 // The Gumbel noise of (seed, counter, id) (host; the kernel computes the same draw).
 float sampling_gumbel(uint64_t seed, uint64_t counter, int64_t id);
 
