@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/testing.h"
+#include "dsa/engine/communicator_shards.h"
 #include "dsa/engine/sampler.h"
 #include "dsa/engine/tp_session.h"
 #include "dsa/model/checkpoint_tiny.h"
@@ -195,7 +196,8 @@ TEST(TensorParallelGlm, Tp2MlpBlocksSumToTheWholeBlock) {
     parallel::InProcessGroup g(2);
     std::vector<Tensor> outs(2);
     parallel::run_ranks(g, [&](parallel::Communicator& c) {
-      model::LoadModelOptions lo; lo.comm = &c; lo.progress = false;
+      CommunicatorShards shards(c);
+      model::LoadModelOptions lo; lo.shards = &shards; lo.progress = false;
       auto m = model::load_causal_lm(dir, Device::cpu(), lo);
       auto& gm = dynamic_cast<model::glm5::Model&>(*m);
       ops::MoeWorkspace w2;

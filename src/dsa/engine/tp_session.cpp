@@ -11,8 +11,9 @@ TensorParallelSession::TensorParallelSession(const std::string& dir, int size, D
   parallel::run_ranks(group_, [&](parallel::Communicator& c) {
     model::LoadModelOptions lo;
     lo.progress = false;
-    lo.comm = &c;
     Rank& r = ranks_[static_cast<size_t>(c.rank())];
+    r.shards = std::make_unique<CommunicatorShards>(c);
+    lo.shards = r.shards.get();
     r.lm = model::load_causal_lm(dir, device, lo);
     r.session = std::make_unique<Session>(*r.lm, opt.session);
   });

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "dsa/engine/communicator_shards.h"
 #include "dsa/engine/session.h"
 #include "dsa/model/causal_lm.h"
 #include "dsa/parallel/in_process_group.h"
@@ -39,6 +40,7 @@ class TensorParallelSession {
 
  private:
   struct Rank {
+    std::unique_ptr<CommunicatorShards> shards;
     std::unique_ptr<model::CausalLM> lm;
     std::unique_ptr<Session> session;
   };
