@@ -7,7 +7,8 @@
 // On CUDA the kernels are tuned and warmed up first (tune/model_warmup.h): the tuning cache in
 // $DSA_CACHE_DIR (else $XDG_CACHE_HOME/dsa, ~/.cache/dsa) is loaded, buckets it lacks are tuned
 // within --tune-seconds and saved, and the forwards run the tuned tactics. --no-tune uses the
-// cached entries only.
+// cached entries only. --tensor-parallel-size N shards a GLM-5.1 model over N ranks of this
+// process (docs/parallelism.md).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +22,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "model_load.h"
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
 #include "dsa/engine/engine.h"
@@ -46,6 +48,7 @@ struct Args {
   double gpu_memory_utilization = 0.9;
   size_t kv_cache_memory = 0;
   int speculative_tokens = 0;      // MTP drafts per step (docs/speculative-decoding.md)
+  int tensor_parallel = 1;         // ranks (docs/parallelism.md)
 };
 
 // Greedy choice; a NaN / Inf logit (broken weights or arithmetic) is an error, not token 0.
@@ -119,7 +122,11 @@ void run(const Args& a) {
   const Device dev = parse_device(a.device);
   if (dev.is_cuda()) tune_for_generate(a, dev, std::min<size_t>(prompt.size(), static_cast<size_t>(a.max_step_tokens)));
   auto t0 = clock::now();
-  auto lm = model::load_causal_lm(a.model, dev, {.mtp = a.speculative_tokens > 0});
+  DSA_CHECK(a.show_top == 0 || a.tensor_parallel == 1,
+            "generate: --show-top runs one model without the engine; it does not take --tensor-parallel-size {}",
+            a.tensor_parallel);
+  LoadedModel m = load_model(a.model, dev, a.tensor_parallel, {.mtp = a.speculative_tokens > 0}, a.speculative_tokens);
+  model::CausalLM* lm = &m.lm();
   const double load_s = std::chrono::duration<double>(clock::now() - t0).count();
   if (a.show_top > 0) {
     const std::vector<int32_t> out = generate_showing_logits(*lm, prompt, a);
@@ -136,7 +143,8 @@ void run(const Args& a) {
   eo.memory.kv_cache_bytes = a.kv_cache_memory;
   eo.cuda_graphs = !a.enforce_eager;
   eo.speculative_tokens = a.speculative_tokens;
-  engine::Engine eng(*lm, eo);
+  const std::unique_ptr<engine::Engine> owned_engine = m.engine(eo);
+  engine::Engine& eng = *owned_engine;
   engine::SamplingParams sp;
   sp.max_tokens = a.max_tokens;
   sp.ignore_eos = true;
@@ -160,7 +168,8 @@ void run(const Args& a) {
   if (tok) std::printf("text: %s\n", tok->decode(out, /*skip_special_tokens=*/true).c_str());
   std::printf("load %.2f s; prefill %zu tokens %.1f ms (%.1f tok/s); decode %d tokens %.1f ms (%.2f tok/s) on %s\n",
               load_s, prompt.size(), prefill_ms, prompt.size() / (prefill_ms / 1e3), a.max_tokens - 1, decode_s * 1e3,
-              a.max_tokens > 1 ? (a.max_tokens - 1) / decode_s : 0.0, lm->device().str().c_str());
+              a.max_tokens > 1 ? (a.max_tokens - 1) / decode_s : 0.0,
+              (lm->device().str() + (m.tp_size() > 1 ? fmt::format(" x {} ranks", m.tp_size()) : "")).c_str());
   if (a.speculative_tokens > 0) {
     const engine::SpecStats& st = eng.spec_stats();
     std::printf("speculative: %d tokens per step; %lld drafted, %lld accepted (acceptance rate %.3f), mean accepted "
@@ -200,6 +209,10 @@ const bool registered = add_command([](CLI::App& app) {
                 "CUDA: run every step eagerly (default: decode steps whose shape repeats replay as CUDA graphs)");
   cmd->add_option("--speculative-tokens", a->speculative_tokens,
                   "Tokens the checkpoint's MTP layer drafts per step, verified in one forward (default 0: off)");
+  cmd->add_option("--tensor-parallel-size", a->tensor_parallel,
+                  "Ranks the model is sharded over (GLM-5.1; threads of this process, rank r on device --device + r "
+                  "when there are that many, else all on --device)")
+      ->capture_default_str();
   cmd->callback([a] { run(*a); });
 });
 
