@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <ostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@ struct TpCase {
   const char* device;
   int tp;
 };
+void PrintTo(const TpCase& c, std::ostream* os) { *os << c.device << " tp " << c.tp; }
 std::string case_name(const ::testing::TestParamInfo<TpCase>& i) {
   return std::string(i.param.device[0] == 'c' && i.param.device[1] == 'u' ? "Cuda" : "Cpu") + "Tp" +
          std::to_string(i.param.tp);
