@@ -41,6 +41,9 @@ const bool registered = add_command([](CLI::App& app) {
                       "measured both ways, for the ratio)")
           ->check(CLI::IsMember({"on", "off", "both"}))
           ->capture_default_str();
+      sub->add_option("--tensor-parallel-size", opts->tensor_parallel,
+                      "Ranks the model is sharded over (GLM-5.1; threads of this process; CUDA graphs off)")
+          ->capture_default_str();
     }
     auto fn = e.fn;
     auto name = e.name;

@@ -8,7 +8,8 @@
 // On CUDA the kernels are tuned and warmed up first (tune/model_warmup.h): the tuning cache in
 // $DSA_CACHE_DIR (else $XDG_CACHE_HOME/dsa, ~/.cache/dsa) is loaded, buckets it lacks are tuned
 // within --tune-seconds and saved, and the forwards run the tuned tactics. --no-tune uses the
-// cached entries only.
+// cached entries only. --tensor-parallel-size N shards a GLM-5.1 model over N ranks of this
+// process (docs/parallelism.md).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +24,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "model_load.h"
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
 #include "dsa/engine/engine.h"
@@ -52,6 +54,7 @@ struct Args {
   double temperature = 0, top_p = 1;  // sampling (0: greedy)
   int64_t top_k = 0;
   std::optional<uint64_t> seed;
+  int tensor_parallel = 1;         // ranks (docs/parallelism.md)
 };
 
 // Greedy choice; a NaN / Inf logit (broken weights or arithmetic) is an error, not token 0.
@@ -128,7 +131,11 @@ void run(const Args& a) {
   const Device dev = parse_device(a.device);
   if (dev.is_cuda()) tune_for_generate(a, dev, std::min<size_t>(prompt.size(), static_cast<size_t>(a.max_step_tokens)));
   auto t0 = clock::now();
-  auto lm = model::load_causal_lm(a.model, dev, {.mtp = a.speculative_tokens > 0});
+  DSA_CHECK(a.show_top == 0 || a.tensor_parallel == 1,
+            "generate: --show-top runs one model without the engine; it does not take --tensor-parallel-size {}",
+            a.tensor_parallel);
+  LoadedModel m = load_model(a.model, dev, a.tensor_parallel, {.mtp = a.speculative_tokens > 0}, a.speculative_tokens);
+  model::CausalLM* lm = &m.lm();
   const double load_s = std::chrono::duration<double>(clock::now() - t0).count();
   if (a.show_top > 0) {
     const std::vector<int32_t> out = generate_showing_logits(*lm, prompt, a);
@@ -146,7 +153,8 @@ void run(const Args& a) {
   eo.cuda_graphs = !a.enforce_eager;
   eo.speculative_tokens = a.speculative_tokens;
   eo.speculative_acceptance = acceptance;
-  engine::Engine eng(*lm, eo);
+  const std::unique_ptr<engine::Engine> owned_engine = m.engine(eo);
+  engine::Engine& eng = *owned_engine;
   engine::SamplingParams sp;
   sp.max_tokens = a.max_tokens;
   sp.ignore_eos = true;
@@ -174,7 +182,8 @@ void run(const Args& a) {
   if (tok) std::printf("text: %s\n", tok->decode(out, /*skip_special_tokens=*/true).c_str());
   std::printf("load %.2f s; prefill %zu tokens %.1f ms (%.1f tok/s); decode %d tokens %.1f ms (%.2f tok/s) on %s\n",
               load_s, prompt.size(), prefill_ms, prompt.size() / (prefill_ms / 1e3), a.max_tokens - 1, decode_s * 1e3,
-              a.max_tokens > 1 ? (a.max_tokens - 1) / decode_s : 0.0, lm->device().str().c_str());
+              a.max_tokens > 1 ? (a.max_tokens - 1) / decode_s : 0.0,
+              (lm->device().str() + (m.tp_size() > 1 ? fmt::format(" x {} ranks", m.tp_size()) : "")).c_str());
   if (a.speculative_tokens > 0) {
     const engine::SpecStats& st = eng.spec_stats();
     std::printf("speculative: %d tokens per step (%s acceptance); %lld drafted, %lld accepted (acceptance rate %.3f), mean accepted "
@@ -224,6 +233,10 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--top-k", a->top_k, "Sample among the K most probable tokens (0: all)");
   cmd->add_option("--top-p", a->top_p, "Nucleus sampling: the smallest set of tokens with this much probability (1: all)");
   cmd->add_option("--seed", a->seed, "Sampling seed (default: random)");
+  cmd->add_option("--tensor-parallel-size", a->tensor_parallel,
+                  "Ranks the model is sharded over (GLM-5.1; threads of this process, rank r on device --device + r "
+                  "when there are that many, else all on --device)")
+      ->capture_default_str();
   cmd->callback([a] { run(*a); });
 });
 

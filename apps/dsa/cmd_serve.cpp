@@ -14,7 +14,8 @@
 // tactics only). SIGTERM / SIGINT drain: no new connections or requests, requests in progress
 // get --shutdown-timeout seconds, then the rest are aborted (open streams end with a final
 // chunk) and the command exits 0; a second signal aborts at once. Built only with cpp-httplib
-// (DSA_WITH_SERVER); otherwise the command says so.
+// (DSA_WITH_SERVER); otherwise the command says so. --tensor-parallel-size N shards a GLM-5.1
+// model over N ranks of this process (docs/parallelism.md).
 #include <pthread.h>
 #include <signal.h>
 
@@ -50,6 +51,7 @@
 #include "dsa/engine/engine.h"
 #include "dsa/model/causal_lm.h"
 #include "dsa/server/server.h"
+#include "model_load.h"
 #endif
 #include "dsa/chat/prompt_format.h"
 #include "reply_decoder.h"
@@ -62,6 +64,7 @@ struct Args {
   int port = 8000, max_running = 16, threads = 1024;
   int speculative_tokens = 0;  // MTP drafts per step (docs/speculative-decoding.md)
   std::string speculative_acceptance = "rejection";  // how sampled drafts are verified
+  int tensor_parallel = 1;     // ranks (docs/parallelism.md)
   int64_t max_step_tokens = 512, max_prefill_chunk = 0, max_model_len = 0;
   bool tune = true, enforce_eager = false;
   double tune_seconds = 60;
@@ -212,7 +215,8 @@ void run(const Args& args) {
   std::shared_ptr<const chat::PromptFormat> format;  // before the weights: a broken template fails fast
   if (tok) format = chat::load_prompt_format(a.model, std::string(model::arch_name(model::load_model_config(a.model).arch)),
                                              a.chat_template);
-  auto lm = model::load_causal_lm(a.model, dev, {.mtp = a.speculative_tokens > 0});
+  LoadedModel loaded = load_model(a.model, dev, a.tensor_parallel, {.mtp = a.speculative_tokens > 0}, a.speculative_tokens);
+  model::CausalLM* lm = &loaded.lm();
   if (tok && tok->vocab_size() > lm->config().vocab_size)
     log_warn("the tokenizer has {} ids, the model's vocabulary {}: prompts using the ids above are refused (400)",
              tok->vocab_size(), lm->config().vocab_size);
@@ -230,7 +234,8 @@ void run(const Args& args) {
   if (tok && tok->eos_id() && std::find(eo.eos_token_ids.begin(), eo.eos_token_ids.end(), *tok->eos_id()) ==
                                   eo.eos_token_ids.end())
     eo.eos_token_ids.push_back(*tok->eos_id());
-  engine::Engine eng(*lm, eo);
+  const std::unique_ptr<engine::Engine> owned_engine = loaded.engine(eo);
+  engine::Engine& eng = *owned_engine;
   server::ServerOptions so;
   so.host = a.host;
   so.port = a.port;
@@ -259,7 +264,8 @@ void run(const Args& args) {
   const int port = srv.bind();
   signals.serve(&srv, std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000)));
   log_info("serving {} on http://{}:{} ({}; max_num_seqs {}, max_num_batched_tokens {}, context {}{})", so.model_name,
-           a.host, port, lm->device().str(), eo.max_running, eo.max_step_tokens, eng.max_model_len(),
+           a.host, port, lm->device().str() + (loaded.tp_size() > 1 ? fmt::format(" x {} ranks", loaded.tp_size()) : ""),
+           eo.max_running, eo.max_step_tokens, eng.max_model_len(),
            so.api_key.empty() ? "" : "; API key required");
   srv.listen();
   signals.unserve();
@@ -288,6 +294,10 @@ const bool registered = add_command([](CLI::App& app) {
                   "How sampled requests' drafts are verified: rejection (rejection sampling: the target's "
                   "distribution, more accepted drafts) or exact (the same tokens as without drafts for a seeded "
                   "request); greedy requests accept by argmax match either way")
+      ->capture_default_str();
+  cmd->add_option("--tensor-parallel-size", a->tensor_parallel,
+                  "Ranks the model is sharded over (GLM-5.1; threads of this process, rank r on device --device + r "
+                  "when there are that many, else all on --device)")
       ->capture_default_str();
   cmd->add_option("--max-num-seqs,--max-running", a->max_running, "Engine limit: sequences running at once")
       ->capture_default_str();

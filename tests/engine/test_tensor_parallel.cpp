@@ -15,10 +15,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/testing.h"
+#include "dsa/engine/communicator_shards.h"
 #include "dsa/engine/sampler.h"
 #include "dsa/engine/tp_session.h"
 #include "dsa/model/checkpoint_tiny.h"
 #include "engine_models.h"
+#include "tp_checkpoint.h"
 #include "dsa/model/glm5/model.h"
 #include "dsa/ops/tensor/tensor_ops.h"
 #include "dsa/parallel/rank_threads.h"
@@ -34,37 +36,9 @@ Tensor copy_of(const Tensor& t) {
   return c;
 }
 
-constexpr uint64_t kCheckpointSeed = 1, kPromptSeed = 16;
+constexpr uint64_t kCheckpointSeed = test::kTpCheckpointSeed, kPromptSeed = 16;
 
-// The tiny GLM (4 heads, FP8) with intermediate sizes of 512, so that 4 ranks hold 128 each.
-struct TpDir {
-  std::filesystem::path path;
-  TpDir(int64_t intermediate, bool fp8) {
-    path = std::filesystem::temp_directory_path() /
-           ("dsa_tp_glm_" + std::to_string(intermediate) + (fp8 ? "_fp8_" : "_bf16_") + std::to_string(::getpid()));
-    std::filesystem::remove_all(path);
-    TinyOptions o;
-    o.arch = "glm_moe_dsa";
-    o.seed = kCheckpointSeed;
-    o.intermediate = intermediate;
-    o.fp8 = fp8;
-    make_tiny_checkpoint(o, path.string());
-    // No discrete choice left, so that the ranks' rounding of partial sums cannot flip one: the
-    // indexer keeps every key (index_topk above every position the tests reach) and every token
-    // goes to every routed expert (the weights stay those of the seed).
-    const auto cfg_path = path / "config.json";
-    nlohmann::json cfg = nlohmann::json::parse(std::ifstream(cfg_path));
-    cfg["index_topk"] = 64;
-    cfg["num_experts_per_tok"] = cfg.at("n_routed_experts");
-    std::ofstream(cfg_path) << cfg.dump(2);
-  }
-  ~TpDir() { std::filesystem::remove_all(path); }
-};
-
-std::string tp_dir(bool fp8 = true) {
-  static TpDir f8(512, true), b16(512, false);
-  return (fp8 ? f8 : b16).path.string();
-}
+const std::string& tp_dir(bool fp8 = true) { return test::tp_checkpoint_dir(fp8); }
 
 float max_abs(const Tensor& t) {
   float m = 0.f;
@@ -163,9 +137,9 @@ TEST(TensorParallelGlm, Tp1IsTheWholeModelBitForBit) {
 }
 
 TEST(TensorParallelGlm, SizesThatDoNotDivideAreRefused) {
-  // 4 heads: 3 does not divide them (the failing rank's error is the session's).
+  // 4 heads: 3 does not divide them (checked from config.json, before a weight loads).
   EXPECT_EQ(error_of([] { TensorParallelSession s(tp_dir(), 3, Device::cpu()); }),
-            "rank 0 of 3: tensor parallel size 3 does not divide num_attention_heads (4)");
+            "tensor parallel size (--tensor-parallel-size) 3 does not divide num_attention_heads (4)");
   // The stock tiny GLM: intermediate 128 (MoE) / 256 (dense), so 2 ranks get 64 of the experts'.
   EXPECT_EQ(error_of([] { TensorParallelSession s(test::tiny_model_dir("glm_moe_dsa"), 2, Device::cpu()); }),
             "rank 0 of 2: tensor parallel size 2: layer 1 routed experts intermediate size 128 / 2 = 64 is not a "
@@ -195,7 +169,8 @@ TEST(TensorParallelGlm, Tp2MlpBlocksSumToTheWholeBlock) {
     parallel::InProcessGroup g(2);
     std::vector<Tensor> outs(2);
     parallel::run_ranks(g, [&](parallel::Communicator& c) {
-      model::LoadModelOptions lo; lo.comm = &c; lo.progress = false;
+      CommunicatorShards shards(c);
+      model::LoadModelOptions lo; lo.shards = &shards; lo.progress = false;
       auto m = model::load_causal_lm(dir, Device::cpu(), lo);
       auto& gm = dynamic_cast<model::glm5::Model&>(*m);
       ops::MoeWorkspace w2;

@@ -22,6 +22,7 @@ struct Options {
   std::string context = "512";  // comma-separated; K / M suffixes (x1024, x1048576)
   std::string graphs = "both";   // decode: "on" (CUDA graphs), "off" (eager) or "both" (each shape twice)
   std::string device_name = "cuda";  // "cpu" runs on the host (tiny presets; a smoke run)
+  int tensor_parallel = 1;           // decode: ranks the model is sharded over (docs/parallelism.md)
 };
 
 struct Row {

@@ -14,6 +14,9 @@
 // rate a pure read stream also reaches on the H200. Per context x batch, the wall time of the
 // chunked prefill of the prompts up to every request's first token (prompt tok/s; long-context
 // prefill is measured this way).
+// --tensor-parallel-size N shards a GLM-5.1 model over N ranks (docs/parallelism.md): steps run
+// eagerly, the layer times and weight bytes are rank 0's, and allreduce_KB is rank 0's all-reduce
+// payload per step.
 // Checkpoints: --model DIR, or --preset flash|pro|glm-5.1 (real shapes, fast-filled weights,
 // --layers of them, written to a temporary directory) or tiny-v4|tiny-glm (CPU smoke runs).
 #include <algorithm>
@@ -29,10 +32,12 @@
 
 #include "bench/bench.h"
 #include "bench/bench_util_gpu.h"
+#include "model_load.h"
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
 #include "dsa/engine/engine.h"
+#include "dsa/engine/tp_ranks.h"
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/checkpoint_tiny.h"
 #include "dsa/model/config.h"
@@ -161,12 +166,18 @@ std::vector<Row> run(const Options& o) {
     make_tiny_checkpoint(t, tmp.dir.string());
     dir = tmp.dir.string();
   }
-  auto lm = model::load_causal_lm(dir, dev, {.progress = false});
+  cli::LoadedModel loaded = cli::load_model(dir, dev, o.tensor_parallel, {.progress = false});
+  model::CausalLM* lm = &loaded.lm();
   // A real-shape checkpoint is tens of GB: delete it as soon as it is loaded (the model holds
   // its own copy or the mapping; an unlinked file stays mapped), so that a benchmark stopped by
   // a signal or a timeout leaves nothing behind.
   if (!tmp.dir.empty()) std::filesystem::remove_all(tmp.dir);
   const model::ModelConfig& c = lm->config();
+  const bool tp = loaded.tp_size() > 1;
+  DSA_CHECK(!tp || o.graphs != "on",
+            "bench decode: --graphs on with --tensor-parallel-size {}: tensor-parallel steps run eagerly (the "
+            "in-process group stages its all-reduces through host memory, which a CUDA graph cannot capture)",
+            loaded.tp_size());
   const std::vector<int64_t> batches = parse_list(o.batch, "--batch", 4096);
   const int64_t bmax = *std::max_element(batches.begin(), batches.end());
   const int warm = 2, timed = o.quick ? 3 : 8;
@@ -180,7 +191,8 @@ std::vector<Row> run(const Options& o) {
   eo.max_running = static_cast<int>(bmax);
   eo.max_step_tokens = std::max<int64_t>(bmax, std::min<int64_t>(bmax * cmax, 8192));
   eo.max_model_len = cmax + warm + timed + 8;
-  engine::Engine eng(*lm, eo);
+  const std::unique_ptr<engine::Engine> owned_engine = loaded.engine(eo);
+  engine::Engine& eng = *owned_engine;
   eng.runner().set_profiling(true);
   const std::vector<size_t> layer_bytes = lm->layer_weight_bytes();
   const std::map<std::string, int> mix = real_layer_mix(c, preset);
@@ -189,7 +201,7 @@ std::vector<Row> run(const Options& o) {
 
   // Graph modes measured: CUDA graphs replayed (the default engine) and/or every step eager.
   std::vector<bool> modes;
-  if (o.graphs != "off" && dev.is_cuda()) modes.push_back(true);
+  if (o.graphs != "off" && dev.is_cuda() && !tp) modes.push_back(true);
   if (o.graphs != "on" || !dev.is_cuda()) modes.push_back(false);
   struct Shape {
     int64_t ctx, B;
@@ -236,6 +248,7 @@ std::vector<Row> run(const Options& o) {
     std::map<std::string, std::vector<double>> per_kind;
     std::vector<double> device_ms, host_ms, wall_ms, head_ms;
     int replayed = 0;
+    const uint64_t bytes0 = tp ? eng.tensor_parallel()->collective_bytes(0) : 0;
     for (int i = 0; i < timed; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       step();
@@ -250,6 +263,7 @@ std::vector<Row> run(const Options& o) {
       for (int l = 0; l < c.num_layers; ++l) per_kind[kind_of(c, l)].push_back(p.points_ms[l + 1] - p.points_ms[l]);
       head_ms.push_back(p.device_ms - p.points_ms.back() + p.points_ms.front());
     }
+    const uint64_t step_bytes = tp ? (eng.tensor_parallel()->collective_bytes(0) - bytes0) / timed : 0;
     for (const auto& [id, started] : decoding) eng.abort(id);
     while (eng.has_unfinished()) eng.step();
 
@@ -297,6 +311,10 @@ std::vector<Row> run(const Options& o) {
     s.extra["launches"] = nodes;
     if (!capture_error.empty()) s.extra["capture_error"] = capture_error;
     if (shape.graphs) s.extra["replayed"] = fmt::format("{}/{}", replayed, timed);
+    if (tp) {
+      s.extra["tp"] = loaded.tp_size();
+      s.extra["allreduce_KB"] = static_cast<double>(step_bytes) / 1024;  // rank 0's payload per step
+    }
     s.extra["tok_s"] = static_cast<double>(B) / (median(wall_ms) * 1e-3);
     rows.push_back(s);
     if (dev.is_cuda()) {

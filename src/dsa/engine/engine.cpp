@@ -9,6 +9,7 @@
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
 #include "dsa/engine/sampler.h"
+#include "dsa/engine/tp_ranks.h"
 
 namespace dsa::engine {
 
@@ -36,8 +37,12 @@ void EngineOptions::validate() const {
   memory.validate();
 }
 
-Engine::Engine(model::CausalLM& lm, EngineOptions options) : lm_(lm), opt_(std::move(options)) {
+Engine::Engine(model::CausalLM& lm, EngineOptions options) : Engine(lm, nullptr, std::move(options)) {}
+Engine::Engine(TensorParallelModels& tp, EngineOptions options) : Engine(tp.model(0), &tp, std::move(options)) {}
+
+Engine::Engine(model::CausalLM& lm, TensorParallelModels* tp, EngineOptions options) : lm_(lm), opt_(std::move(options)) {
   opt_.validate();
+  if (tp) check_tensor_parallel_options(tp->size(), opt_.speculative_tokens);
   const model::ModelConfig& cfg = lm_.config();
   const int64_t ctx = cfg.max_position_embeddings;
   max_model_len_ = opt_.max_model_len > 0 ? opt_.max_model_len : ctx;
@@ -64,7 +69,8 @@ Engine::Engine(model::CausalLM& lm, EngineOptions options) : lm_(lm), opt_(std::
     ko.num_blocks = opt_.kv_blocks;
     how = fmt::format("{} pages per cache group", opt_.kv_blocks);
   } else {
-    const KvBudget b = kv_budget(lm_.device(), opt_.memory, opt_.max_step_tokens, cfg.hidden_size, cfg.vocab_size);
+    const KvBudget b = tp ? tp_kv_budget(*tp, opt_.memory, opt_.max_step_tokens, cfg.hidden_size, cfg.vocab_size)
+                          : kv_budget(lm_.device(), opt_.memory, opt_.max_step_tokens, cfg.hidden_size, cfg.vocab_size);
     ko.budget_bytes = b.bytes;
     how = b.how;
   }
@@ -78,6 +84,11 @@ Engine::Engine(model::CausalLM& lm, EngineOptions options) : lm_(lm), opt_(std::
   if (!opt_.cuda_graphs) runner_->set_graphs(false);
   else if (runner_->graphs()) runner_->set_graphs(true, opt_.graph_max_tokens);
   if (opt_.speculative_tokens > 0) drafter_ = std::make_unique<Drafter>(lm_, *runner_, *kv_);
+  if (tp && tp->size() > 1) {  // after set_graphs: tensor-parallel steps run eagerly (tp_ranks.h)
+    tp_ = std::make_unique<TpRanks>(*tp, *kv_, *runner_, ko, opt_.max_step_tokens, opt_.max_running);
+    log_info("tensor parallel: {} ranks (rank 0 on {}); collectives through host memory, CUDA graphs off", tp->size(),
+             tp->device(0).str());
+  }
   if (opt_.log_capacity)
     log_info("KV cache: {:.2f} GiB ({}) holds {} tokens of context = {} concurrent requests of {} tokens (max_running "
              "{}, max_step_tokens {})",
@@ -86,6 +97,8 @@ Engine::Engine(model::CausalLM& lm, EngineOptions options) : lm_(lm), opt_(std::
 }
 
 Engine::~Engine() = default;
+
+int Engine::tensor_parallel_size() const { return tp_ ? tp_->size() : 1; }
 
 int64_t Engine::capacity_requests() const {
   int64_t n = opt_.max_running;
@@ -333,7 +346,7 @@ std::vector<StepOutput> Engine::step() {
           kv_->save_state(static_cast<kv::RequestId>(plan[i].seq->id));
     }
   }
-  const StepResult res = runner_->run(b, rows, drafter_ ? &extras : nullptr);
+  const StepResult res = tp_ ? tp_->run(b, rows) : runner_->run(b, rows, drafter_ ? &extras : nullptr);
   const int64_t V = lm_.config().vocab_size;
   auto logits_of = [&](int row) { return res.logits.data<float>() + res.logits_row[static_cast<size_t>(row)] * V; };
 

@@ -92,9 +92,17 @@ struct Completion {
   std::string error;
 };
 
+class TensorParallelModels;
+class TpRanks;
+
 class Engine {
  public:
   Engine(model::CausalLM& lm, EngineOptions options = {});
+  // Tensor parallelism (docs/parallelism.md, tp_ranks.h): this engine schedules, rank 0 samples,
+  // every rank of `tp` runs each step on its shard with KV pools of its own (each rank's budget
+  // from its own device). CUDA graphs are off and speculative decoding is refused (options that
+  // ask for it fail). `tp` must outlive the engine.
+  Engine(TensorParallelModels& tp, EngineOptions options = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -127,6 +135,8 @@ class Engine {
   const EngineOptions& options() const { return opt_; }
   const kv::KvManager& kv() const { return *kv_; }
   ModelRunner& runner() { return *runner_; }  // profiling (dsa bench decode), graph statistics
+  int tensor_parallel_size() const;
+  TpRanks* tensor_parallel() { return tp_.get(); }  // null without tensor parallelism
   std::vector<kv::KvUsage> kv_usage() const { return kv_->usage(); }
   // Context tokens the KV cache holds, and how many requests of max_model_len fit at once.
   int64_t capacity_tokens() const { return kv_->capacity_tokens(); }
@@ -146,6 +156,7 @@ class Engine {
     Sequence* seq;
     int64_t count;
   };
+  Engine(model::CausalLM& lm, TensorParallelModels* tp, EngineOptions options);
   std::vector<Slot> schedule();
   void preempt(Sequence* s);
   void finish(Sequence& s, FinishReason r, std::vector<StepOutput>& out, std::string error = {});
@@ -164,6 +175,7 @@ class Engine {
   bool admission_blocked_ = false;                      // after a preemption, until a request finishes
   int64_t preemptions_ = 0;
   std::unique_ptr<Drafter> drafter_;                    // speculative_tokens > 0
+  std::unique_ptr<TpRanks> tp_;                         // tensor parallelism: the ranks' runners
   SpecStats spec_;
 };
 

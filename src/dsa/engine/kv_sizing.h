@@ -31,7 +31,10 @@ struct KvBudget {
   std::string how;  // one line for the start-up log
 };
 
-// `max_step_tokens` and `hidden` size the default activation reserve.
-KvBudget kv_budget(Device dev, const KvMemoryOptions& o, int64_t max_step_tokens, int64_t hidden, int64_t vocab);
+// `max_step_tokens` and `hidden` size the default activation reserve. Tensor parallelism: the
+// budget is one rank's; `sharing` ranks on the same CUDA device split what is left after one
+// activation reserve each (--kv-cache-memory and the CPU default are per rank as they are).
+KvBudget kv_budget(Device dev, const KvMemoryOptions& o, int64_t max_step_tokens, int64_t hidden, int64_t vocab,
+                   int sharing = 1);
 
 }  // namespace dsa::engine

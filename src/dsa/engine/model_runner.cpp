@@ -202,17 +202,33 @@ bool ModelRunner::capture_step(const std::function<void()>& compute, const Shape
 }
 #endif
 
+namespace {
+void check_rows(const std::vector<RowRequest>& rows, int64_t tokens) {
+  DSA_CHECK(!rows.empty(), "model runner: a step must sample at least one row");
+  for (const RowRequest& r : rows)
+    DSA_CHECK(r.token >= 0 && r.token < tokens, "model runner: row token {} outside the batch of {}", r.token, tokens);
+}
+}  // namespace
+
 StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest>& rows, const StepExtras* extras) {
   const auto t_start = std::chrono::steady_clock::now();
+  check_rows(rows, batch.num_tokens());
+  const bool draft = extras != nullptr && extras->draft;
+  return execute(draft ? kv_.draft_metadata(batch) : kv_.prepare(batch), rows, extras, t_start);
+}
+
+StepResult ModelRunner::run_prepared(kv::BatchMetadata meta, const std::vector<RowRequest>& rows) {
+  const auto t_start = std::chrono::steady_clock::now();
+  check_rows(rows, meta.num_tokens());
+  return execute(std::move(meta), rows, nullptr, t_start);
+}
+
+StepResult ModelRunner::execute(kv::BatchMetadata meta, const std::vector<RowRequest>& rows, const StepExtras* extras,
+                                std::chrono::steady_clock::time_point t_start) {
   const Device dev = lm_.device();
   const int64_t V = lm_.config().vocab_size;
   const auto N = static_cast<int64_t>(rows.size());
-  DSA_CHECK(N > 0, "model runner: a step must sample at least one row");
-  for (const RowRequest& r : rows)
-    DSA_CHECK(r.token >= 0 && r.token < batch.num_tokens(), "model runner: row token {} outside the batch of {}",
-              r.token, batch.num_tokens());
   const bool draft = extras != nullptr && extras->draft;
-  kv::BatchMetadata meta = draft ? kv_.draft_metadata(batch) : kv_.prepare(batch);
   Tensor hidden_rows = extras != nullptr ? extras->hidden_rows : Tensor();  // re-pointed to the device below
 
   // Host-side step inputs: the rows to compute, their sampling rules, the rows whose logits return.

@@ -15,6 +15,7 @@
 // Steps 3-4 of a step whose shape repeats (decode) run as one CUDA graph (step_graphs.h).
 // On the CPU the same steps run without the copies (the metadata is already on the host).
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -75,6 +76,10 @@ class ModelRunner {
   // Throws kv::KvOutOfMemory (nothing changed) when the batch's pages do not fit; a scheduler
   // checks kv.can_prepare first.
   StepResult run(const kv::Batch& batch, const std::vector<RowRequest>& rows, const StepExtras* extras = nullptr);
+  // The same step from metadata built elsewhere: a tensor-parallel rank above 0 (tp_ranks.h) runs
+  // rank 0's metadata (the one KV bookkeeping) over its own pools, which have the same layout. The
+  // runner's KV manager then only supplies the pools; nothing of its bookkeeping changes.
+  StepResult run_prepared(kv::BatchMetadata meta, const std::vector<RowRequest>& rows);
 
   // Profiling (CUDA): times every step with events at the model's marker points; with
   // count_nodes the next step is captured as a CUDA graph (which must succeed for a step that
@@ -100,6 +105,8 @@ class ModelRunner {
   // memory changed hands meanwhile (profile_.capture_error says why): nothing ran, run it eagerly.
   bool capture_step(const std::function<void()>& compute, const ShapeKey* keep, bool events,
                     const kv::BatchMetadata& meta);
+  StepResult execute(kv::BatchMetadata meta, const std::vector<RowRequest>& rows, const StepExtras* extras,
+                     std::chrono::steady_clock::time_point t_start);
   model::CausalLM& lm_;
   kv::KvManager& kv_;
   std::unique_ptr<cuda_stream::Stream> stream_;

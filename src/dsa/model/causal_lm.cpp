@@ -11,13 +11,14 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, Device device, 
   switch (cfg.arch) {
     case Arch::GlmMoeDsa: {
       glm5::Options o;
-      o.comm = opt.comm;
+      o.shards = opt.shards;
       o.load_mtp = opt.mtp;
       return std::make_unique<glm5::Model>(dir, device, o);
     }
     case Arch::DeepseekV4:
-      DSA_CHECK(!opt.comm || opt.comm->size() == 1,
-                "deepseek_v4: tensor parallelism (size {}) is not implemented yet; GLM-5.1 has it", opt.comm->size());
+      DSA_CHECK(!opt.shards || opt.shards->size() == 1,
+                "deepseek_v4: tensor parallelism (size {}) is not implemented yet for the DeepseekV4 architecture; "
+                "GLM-5.1 (glm_moe_dsa) has it", opt.shards->size());
       return v4::load_deepseek_v4_model(dir, device, v4::V4Options{.progress = opt.progress, .load_mtp = opt.mtp});
   }
   fail("load_causal_lm: no forward for architecture {} yet ({})", arch_name(cfg.arch), dir);

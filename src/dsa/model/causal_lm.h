@@ -14,7 +14,7 @@
 #include "dsa/kv/cache_spec.h"
 #include "dsa/model/config.h"
 #include "dsa/model/step_inputs.h"
-#include "dsa/parallel/communicator.h"
+#include "dsa/model/shard_group.h"
 
 namespace dsa::model {
 
@@ -53,8 +53,9 @@ class CausalLM {
 
 struct LoadModelOptions {
   bool progress = true;  // loading progress bar on stderr
-  // Tensor parallelism: load this rank's shard (docs/parallelism.md); null = the whole model.
-  parallel::Communicator* comm = nullptr;
+  // Tensor parallelism: load this rank's shard and all-reduce over it (docs/parallelism.md);
+  // null = the whole model. Must outlive the model.
+  ShardGroup* shards = nullptr;
   // Load the MTP layer onto the device too (speculative decoding, docs/speculative-decoding.md):
   // one more layer of memory, so only when asked for (`--speculative-tokens` > 0).
   bool mtp = false;

@@ -119,12 +119,12 @@ Model::Model(const std::string& dir, Device device, const Options& opt) : device
   lo.device = Device::cpu();  // memory-mapped; build_weights reshapes and moves to `device`
   lo.progress = false;
   const LoadedWeights lw = load_glm5(dir, lo, &dims_);
-  const int tp = opt.comm ? opt.comm->size() : 1;
+  const int tp = opt.shards ? opt.shards->size() : 1;
   const int64_t local_heads = tp_local_heads(dims_, tp);  // checked before the weights are built
   w_ = build_weights(lw, dims_, device, opt.absorbed_dtype, opt.load_mtp);
   if (tp > 1) {
-    shard_weights(w_, dims_, opt.comm->rank(), tp);
-    comm_ = opt.comm;
+    shard_weights(w_, dims_, opt.shards->rank(), tp);
+    shards_ = opt.shards;
   }
 
   AttentionConfig& a = attn_cfg_;
@@ -187,7 +187,7 @@ void Model::forward(const StepInputs& in, const Tensor& logits) {
   Tensor h = Tensor::empty({T, Hd}, DType::BF16, device_);
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     in.mark(static_cast<int>(l));
-    layer_forward(w_.layers[l], static_cast<int>(l), x, h, step, /*sharded=*/comm_ != nullptr);
+    layer_forward(w_.layers[l], static_cast<int>(l), x, h, step, /*sharded=*/shards_ != nullptr);
     if (trace_enabled()) trace_tensor(fmt::format("glm5.layer{}.x", l), x);
   }
 
@@ -220,11 +220,11 @@ void Model::layer_forward(const LayerWeights& L, int l, const Tensor& x, const T
   cache.page_size = pool.page_size;
   cache.data = pool.data;
   Tensor attn = attention_block(L, l, h, attn_cfg_, *attn_impl_, cache, step);
-  if (sharded) comm_->all_reduce_sum(attn);  // row-parallel o_proj: the ranks' partial sums
+  if (sharded) shards_->all_reduce_sum(attn);  // row-parallel o_proj: the ranks' partial sums
   ops::add_into(x, attn);
   ops::rms_norm(x, L.post_attn_norm, h, rms);
   Tensor mlp = mlp_block(L, h, mlp_cfg_, moe_ws_);
-  if (sharded) comm_->all_reduce_sum(mlp);  // row-parallel down projections
+  if (sharded) shards_->all_reduce_sum(mlp);  // row-parallel down projections
   ops::add_into(x, mlp);
 }
 
@@ -241,8 +241,8 @@ void Model::head_logits(const Tensor& x, const Tensor& logit_rows, const Tensor&
 
 void Model::draft(const StepInputs& in, const Tensor& logits) {
   if (w_.mtp.empty()) CausalLM::draft(in, logits);  // throws: no MTP layer
-  DSA_CHECK(comm_ == nullptr, "glm5 draft: the MTP layer is not sharded for tensor parallelism yet (size {})",
-            comm_ ? comm_->size() : 1);
+  DSA_CHECK(shards_ == nullptr, "glm5 draft: the MTP layer is not sharded for tensor parallelism yet (size {})",
+            shards_ ? shards_->size() : 1);
   const MtpWeights& M = w_.mtp[0];
   const kv::BatchMetadata& md = *in.meta;
   const int64_t T = md.num_tokens(), Hd = dims_.hidden;

@@ -13,15 +13,15 @@
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/glm5/attention.h"
 #include "dsa/model/glm5/mlp.h"
-#include "dsa/parallel/communicator.h"
+#include "dsa/model/shard_group.h"
 
 namespace dsa::model::glm5 {
 
 struct Options {
   std::optional<DType> absorbed_dtype;  // w_uk / w_uv storage (weights.h); unset: f32 on CPU, bf16 on CUDA
   // Tensor parallelism: the model is this rank's shard (sharding.h) and all-reduces the partial
-  // sums of its attention and MLP blocks over `comm`. Null (or size 1): the whole model.
-  parallel::Communicator* comm = nullptr;
+  // sums of its attention and MLP blocks over `shards`. Null (or size 1): the whole model.
+  ShardGroup* shards = nullptr;
   bool load_mtp = false;                // the MTP layer (draft(); LoadModelOptions::mtp)
 };
 
@@ -53,7 +53,7 @@ class Model final : public CausalLM {
   std::vector<attn::LayerPlan> plans_;
   std::unique_ptr<attn::AttentionImpl> attn_impl_;
   ops::MoeWorkspace moe_ws_;
-  parallel::Communicator* comm_ = nullptr;  // set when the tensor-parallel size is above 1
+  ShardGroup* shards_ = nullptr;  // set when the tensor-parallel size is above 1
 
   Step make_step(const StepInputs& in) const;
   // One decoder layer on the residual x (f32 [T][hidden]; h: bf16 scratch of the same shape);

@@ -1,0 +1,73 @@
+#include "dsa/engine/tp_models.h"
+
+#include <algorithm>
+
+#include "dsa/core/device.h"
+#include "dsa/core/error.h"
+#include "dsa/parallel/rank_threads.h"
+
+namespace dsa::engine {
+
+void check_tensor_parallel_size(const model::ModelConfig& cfg, int size) {
+  DSA_CHECK(size >= 1, "tensor parallel size (--tensor-parallel-size) must be >= 1, got {}", size);
+  if (size == 1) return;
+  DSA_CHECK(cfg.arch == model::Arch::GlmMoeDsa,
+            "tensor parallel size (--tensor-parallel-size) {}: the {} architecture is not sharded yet (tensor "
+            "parallelism runs GLM-5.1, glm_moe_dsa); use size 1",
+            size, model::arch_name(cfg.arch));
+  DSA_CHECK(cfg.num_heads % size == 0,
+            "tensor parallel size (--tensor-parallel-size) {} does not divide num_attention_heads ({})", size,
+            cfg.num_heads);
+}
+
+void check_tensor_parallel_options(int size, int speculative_tokens) {
+  DSA_CHECK(size <= 1 || speculative_tokens == 0,
+            "--speculative-tokens {} with --tensor-parallel-size {}: speculative decoding does not run with tensor "
+            "parallelism yet (the MTP layer is not sharded); use one or the other",
+            speculative_tokens, size);
+}
+
+std::vector<Device> tp_rank_devices(Device base, int size) {
+  DSA_CHECK(size >= 1, "tensor parallel size (--tensor-parallel-size) must be >= 1, got {}", size);
+  std::vector<Device> d(static_cast<size_t>(size), base);
+  if (base.is_cuda() && base.index >= 0 && base.index + size <= static_cast<int>(cuda_devices().size()))
+    for (int r = 0; r < size; ++r) d[static_cast<size_t>(r)] = Device::cuda(base.index + r);
+  return d;
+}
+
+TensorParallelModels::TensorParallelModels(const std::string& dir, int size, const std::vector<Device>& devices,
+                                           const TpLoadOptions& opt)
+    : group_(std::max(size, 1), opt.group) {
+  check_tensor_parallel_size(model::load_model_config(dir), size);
+  DSA_CHECK(devices.size() == 1 || devices.size() == static_cast<size_t>(size),
+            "tensor parallel: {} devices for {} ranks (give one, or one per rank)", devices.size(), size);
+  ranks_.resize(static_cast<size_t>(size));
+  run([&](int r) {
+    Rank& k = ranks_[static_cast<size_t>(r)];
+    k.shards = std::make_unique<CommunicatorShards>(group_.rank(r));
+    model::LoadModelOptions lo;
+    lo.progress = false;
+    lo.shards = k.shards.get();
+    k.lm = model::load_causal_lm(dir, devices.size() == 1 ? devices[0] : devices[static_cast<size_t>(r)], lo);
+  });
+}
+
+TensorParallelModels::~TensorParallelModels() = default;
+
+model::CausalLM& TensorParallelModels::model(int rank) {
+  DSA_CHECK(rank >= 0 && rank < size(), "tensor parallel: rank {} of {}", rank, size());
+  return *ranks_[static_cast<size_t>(rank)].lm;
+}
+
+Device TensorParallelModels::device(int rank) const {
+  DSA_CHECK(rank >= 0 && rank < size(), "tensor parallel: rank {} of {}", rank, size());
+  return ranks_[static_cast<size_t>(rank)].lm->device();
+}
+
+void TensorParallelModels::run(const std::function<void(int rank)>& fn) {
+  parallel::run_ranks(group_, [&](parallel::Communicator& c) { fn(c.rank()); });
+}
+
+uint64_t TensorParallelModels::collective_bytes(int rank) { return group_.rank(rank).collective_bytes(); }
+
+}  // namespace dsa::engine

@@ -1,0 +1,68 @@
+// TensorParallelModels: one checkpoint loaded as `size` shard models (docs/parallelism.md), rank
+// r on devices[r], over an in-process group (parallel/in_process_group.h: ranks are threads,
+// collectives go through host memory). What a tensor-parallel Engine (engine.h) or
+// TensorParallelSession (tp_session.h) runs. Every rank loads its shard on its own thread; a rank
+// that fails stops the others, and its error, naming the rank, is the constructor's. After a
+// failed collective the group stays stopped: every later run() fails at once with the cause.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dsa/engine/communicator_shards.h"
+#include "dsa/model/causal_lm.h"
+#include "dsa/model/config.h"
+#include "dsa/parallel/in_process_group.h"
+
+namespace dsa::engine {
+
+struct TpLoadOptions {
+  parallel::InProcessOptions group;
+};
+
+// Throws dsa::Error naming the value unless `size` can shard the model of `cfg`: >= 1, a GLM-5.1
+// checkpoint when above 1 (DeepSeek-V4 is not sharded yet), dividing the attention heads. Reads
+// only the config, so a command refuses before any weight loads (the shard's own checks, such as
+// the 128-multiple intermediate slices, come while loading).
+void check_tensor_parallel_size(const model::ModelConfig& cfg, int size);
+
+// Throws unless the engine options go with `size` ranks: speculative decoding (the MTP layer is
+// not sharded) only at size 1.
+void check_tensor_parallel_options(int size, int speculative_tokens);
+
+// The devices of `size` ranks for --device `base`: the CPU for every rank; CUDA: consecutive
+// devices from base.index when the machine has that many, else every rank on base.
+std::vector<Device> tp_rank_devices(Device base, int size);
+
+class TensorParallelModels {
+ public:
+  // devices: one per rank, or one for every rank.
+  TensorParallelModels(const std::string& dir, int size, const std::vector<Device>& devices,
+                       const TpLoadOptions& opt = {});
+  ~TensorParallelModels();
+  TensorParallelModels(const TensorParallelModels&) = delete;
+  TensorParallelModels& operator=(const TensorParallelModels&) = delete;
+
+  int size() const { return static_cast<int>(ranks_.size()); }
+  model::CausalLM& model(int rank);
+  Device device(int rank) const;
+  // Runs fn(rank) once per rank, each on its own thread (rank 0 on the caller's), and joins; a
+  // rank that throws stops the others and its error is rethrown as "rank R of N: ..."
+  // (parallel::run_ranks).
+  void run(const std::function<void(int rank)>& fn);
+  parallel::InProcessGroup& group() { return group_; }
+  // Payload bytes rank `rank` has passed to collectives so far.
+  uint64_t collective_bytes(int rank);
+
+ private:
+  struct Rank {
+    std::unique_ptr<CommunicatorShards> shards;
+    std::unique_ptr<model::CausalLM> lm;
+  };
+  parallel::InProcessGroup group_;
+  std::vector<Rank> ranks_;
+};
+
+}  // namespace dsa::engine

@@ -1,0 +1,74 @@
+#include "dsa/engine/tp_ranks.h"
+
+#include <fmt/format.h>
+
+#include "dsa/core/error.h"
+
+namespace dsa::engine {
+
+KvBudget tp_kv_budget(TensorParallelModels& models, const KvMemoryOptions& o, int64_t max_step_tokens, int64_t hidden,
+                      int64_t vocab) {
+  KvBudget best;
+  for (int r = 0; r < models.size(); ++r) {
+    int sharing = 0;
+    for (int q = 0; q < models.size(); ++q) sharing += models.device(q) == models.device(r);
+    const KvBudget b = kv_budget(models.device(r), o, max_step_tokens, hidden, vocab, sharing);
+    if (r == 0 || b.bytes < best.bytes) best = b;
+  }
+  if (models.size() > 1) best.how = fmt::format("per rank, {} ranks: {}", models.size(), best.how);
+  return best;
+}
+
+TpRanks::TpRanks(TensorParallelModels& models, kv::KvManager& kv, ModelRunner& lead, kv::KvManagerOptions ko,
+                 int64_t max_step_tokens, int max_running)
+    : models_(models), kv_(kv), lead_(lead) {
+  for (int r = 1; r < models_.size(); ++r) {
+    model::CausalLM& lm = models_.model(r);
+    ko.device = lm.device();
+    Follower f;
+    f.pools = std::make_unique<kv::KvManager>(lm.kv_requirements(), ko);
+    // The ranks read rank 0's slots and block tables: their pools must match page for page.
+    const auto& a = kv_.pools();
+    const auto& b = f.pools->pools();
+    DSA_CHECK(a.size() == b.size(), "tensor parallel: rank {} declares {} KV pools, rank 0 {}", r, b.size(), a.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      DSA_CHECK(a[i].layer == b[i].layer && a[i].role == b[i].role && a[i].page_bytes == b[i].page_bytes &&
+                    a[i].num_pages == b[i].num_pages && a[i].page_size == b[i].page_size,
+                "tensor parallel: rank {}'s KV pool {} (layer {}, {} pages of {} bytes) differs from rank 0's (layer "
+                "{}, {} pages of {} bytes)",
+                r, i, b[i].layer, b[i].num_pages, b[i].page_bytes, a[i].layer, a[i].num_pages, a[i].page_bytes);
+    lm.reserve(max_step_tokens, max_running);
+    f.runner = std::make_unique<ModelRunner>(lm, *f.pools);
+    f.runner->set_graphs(false);
+    followers_.push_back(std::move(f));
+  }
+  lead_.set_graphs(false);
+}
+
+TpRanks::~TpRanks() = default;
+
+ModelRunner& TpRanks::runner(int rank) {
+  DSA_CHECK(rank >= 0 && rank < size(), "tensor parallel: rank {} of {}", rank, size());
+  return rank == 0 ? lead_ : *followers_[static_cast<size_t>(rank - 1)].runner;
+}
+
+StepResult TpRanks::run(const kv::Batch& batch, const std::vector<RowRequest>& rows) {
+  DSA_CHECK(!rows.empty(), "tensor parallel: a step must sample at least one row");
+  for (const RowRequest& r : rows)  // before prepare: a refused step changes no KV state
+    DSA_CHECK(r.token >= 0 && r.token < batch.num_tokens(), "tensor parallel: row token {} outside the batch of {}",
+              r.token, batch.num_tokens());
+  const RankStep step{kv_.prepare(batch), rows};
+  std::vector<StepResult> res(static_cast<size_t>(size()));
+  models_.run([&](int r) { res[static_cast<size_t>(r)] = runner(r).run_prepared(step.meta, step.rows); });
+  for (int r = 1; r < size(); ++r) {
+    const std::vector<int32_t>& got = res[static_cast<size_t>(r)].tokens;
+    for (size_t i = 0; i < got.size(); ++i)
+      DSA_CHECK(got[i] == res[0].tokens[i],
+                "tensor parallel: rank {} sampled token {} for row {} where rank 0 sampled {}: the ranks' forwards "
+                "diverged (their residual streams must stay bit-identical)",
+                r, got[i], i, res[0].tokens[i]);
+  }
+  return std::move(res[0]);
+}
+
+}  // namespace dsa::engine

@@ -1,0 +1,66 @@
+// TpRanks: how a tensor-parallel Engine (engine.h) runs a step on every rank (docs/parallelism.md).
+//
+// One scheduler and ONE KV bookkeeping: the engine's KvManager (rank 0's) decides pages, block
+// tables and slots; every rank has its own pools of the same layout (the GLM latent cache is per
+// token, so each rank holds the whole cache of its own forward) and runs the step from rank 0's
+// metadata (ModelRunner::run_prepared). Ranks above 0 never see the scheduler or a request: they
+// get a RankStep (the metadata and the rows) and their pools. Rank 0's sampled tokens are the
+// step's; the others sample the same rows from the same bits (the all-reduces leave every rank's
+// residual stream identical), which run() checks, so ranks that diverged are an error, never
+// silent.
+//
+// In process the ranks are threads that read rank 0's RankStep; ranks in other processes (NCCL)
+// would receive it through one broadcast of its bytes (the metadata's contiguous host tensors,
+// BatchMetadata::tensors(), and the rows) before the same run_prepared.
+// Not capturable as a CUDA graph: the in-process group stages its all-reduces through host
+// memory, so the engine runs tensor-parallel steps eagerly.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dsa/engine/kv_sizing.h"
+#include "dsa/engine/model_runner.h"
+#include "dsa/engine/tp_models.h"
+#include "dsa/kv/kv_manager.h"
+
+namespace dsa::engine {
+
+// What every rank needs to run one step, decided by rank 0.
+struct RankStep {
+  kv::BatchMetadata meta;        // host tensors, built by rank 0's KvManager::prepare
+  std::vector<RowRequest> rows;  // the rows to compute and sample
+};
+
+// One rank's KV budget: each rank's from its own device (ranks that share a device split it,
+// kv_sizing.h), the smallest over the ranks, since every rank's pools take the layout of the one
+// bookkeeping.
+KvBudget tp_kv_budget(TensorParallelModels& models, const KvMemoryOptions& o, int64_t max_step_tokens, int64_t hidden,
+                      int64_t vocab);
+
+class TpRanks {
+ public:
+  // kv / lead: rank 0's KV manager and runner (the engine's). ko: the options kv was made with;
+  // every other rank gets pools of the same layout on its own device (checked equal).
+  TpRanks(TensorParallelModels& models, kv::KvManager& kv, ModelRunner& lead, kv::KvManagerOptions ko,
+          int64_t max_step_tokens, int max_running);
+  ~TpRanks();
+
+  int size() const { return models_.size(); }
+  // Prepares the batch on the one bookkeeping, runs it on every rank, returns rank 0's result.
+  StepResult run(const kv::Batch& batch, const std::vector<RowRequest>& rows);
+  ModelRunner& runner(int rank);
+  uint64_t collective_bytes(int rank) { return models_.collective_bytes(rank); }
+
+ private:
+  struct Follower {
+    std::unique_ptr<kv::KvManager> pools;  // layout and pools only: no request is ever added
+    std::unique_ptr<ModelRunner> runner;
+  };
+  TensorParallelModels& models_;
+  kv::KvManager& kv_;
+  ModelRunner& lead_;
+  std::vector<Follower> followers_;  // ranks 1 .. size - 1
+};
+
+}  // namespace dsa::engine

@@ -1,0 +1,153 @@
+// --tensor-parallel-size through the `dsa` binary (docs/parallelism.md): `dsa generate` over 2
+// ranks of a tiny GLM whose shards divide (intermediate 512, no discrete choice left) runs and
+// gives the ids of one rank; `dsa bench decode` reports the all-reduce payload per step; sizes
+// that cannot shard the model and options that cannot run with it end with "dsa: error:" naming
+// the value, exit code 1.
+#include <unistd.h>
+
+#include <filesystem>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/cli_run.h"
+#include "dsa/model/checkpoint_tiny.h"
+
+namespace dsa::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
+
+struct Checkpoints {
+  fs::path root = fs::temp_directory_path() / ("dsa_cli_tp_" + std::to_string(::getpid()));
+  std::string glm, stock_glm, v4;
+  Checkpoints() {
+    fs::remove_all(root);
+    TinyOptions o;
+    o.arch = "glm_moe_dsa";
+    o.seed = 1;
+    stock_glm = (root / "stock_glm").string();
+    make_tiny_checkpoint(o, stock_glm);
+    o.intermediate = 512;  // 2 ranks hold 256 of every intermediate dim
+    glm = (root / "glm").string();
+    make_tiny_checkpoint(o, glm);
+    const fs::path cfg_path = root / "glm" / "config.json";
+    nlohmann::json cfg = nlohmann::json::parse(std::ifstream(cfg_path));
+    cfg["index_topk"] = 64;  // every key of the prompts below: no indexer choice, as no router choice
+    cfg["num_experts_per_tok"] = cfg.at("n_routed_experts");
+    std::ofstream(cfg_path) << cfg.dump(2);
+    o = TinyOptions{};
+    o.arch = "deepseek_v4";
+    o.seed = 1;
+    v4 = (root / "v4").string();
+    make_tiny_checkpoint(o, v4);
+  }
+  ~Checkpoints() { fs::remove_all(root); }
+};
+
+const Checkpoints& dirs() {
+  static Checkpoints c;
+  return c;
+}
+
+// The ids of a "ids: 1,2,3" line.
+std::vector<int> ids_of(const std::string& out) {
+  std::vector<int> v;
+  const size_t a = out.find("ids: ");
+  if (a == std::string::npos) return v;
+  std::istringstream in(out.substr(a + 5, out.find('\n', a) - a - 5));
+  std::string item;
+  while (std::getline(in, item, ',')) v.push_back(std::stoi(item));
+  return v;
+}
+
+// The gap between the two best logits of every step of `--show-top 2` ("step k: a (x), b (y)").
+std::vector<float> top2_gaps(const std::string& out) {
+  std::vector<float> g;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    int k = 0, a = 0, b = 0;
+    float x = 0, y = 0;
+    if (std::sscanf(line.c_str(), "step %d: %d (%f), %d (%f)", &k, &a, &x, &b, &y) == 5) g.push_back(x - y);
+  }
+  return g;
+}
+
+void expect_clean_error(const CliResult& r, const std::string& part) {
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_HAS(r.out, "dsa: error: " + part);
+}
+
+TEST(TensorParallelCli, GenerateOverTwoRanks) {
+  DSA_REQUIRE_DSA_BINARY();
+  const std::string gen = "generate --model " + dirs().glm + " --prompt-ids 5,9,2,7,11,3 --max-tokens 6";
+  const CliResult one = run_dsa(gen + " --show-top 2");  // the whole model, with each step's two best logits
+  ASSERT_EQ(one.rc, 0) << one.out;
+  const CliResult two = run_dsa(gen + " --tensor-parallel-size 2");
+  ASSERT_EQ(two.rc, 0) << two.out;
+  EXPECT_HAS(two.out, "on cpu x 2 ranks");
+  // The greedy ids of TP = 2 are those of the whole model up to a near tie: the ranks' bf16
+  // rounding of partial sums moves logits by a few hundredths (docs/parallelism.md), so a flip is
+  // allowed only where the whole model's two best logits are within 0.1, and ends the comparison.
+  const std::vector<int> want = ids_of(one.out), have = ids_of(two.out);
+  const std::vector<float> gaps = top2_gaps(one.out);
+  ASSERT_EQ(want.size(), 6u) << one.out;
+  ASSERT_EQ(have.size(), 6u) << two.out;
+  ASSERT_EQ(gaps.size(), 6u) << one.out;
+  for (size_t k = 0; k < want.size(); ++k)
+    if (have[k] != want[k]) {
+      std::printf("token %zu: tp 2 picked %d, the whole model %d (top-2 gap %.5f)\n", k, have[k], want[k], gaps[k]);
+      EXPECT_LE(gaps[k], 0.1f) << "token " << k << ": a flip without a near tie\n" << one.out << two.out;
+      break;
+    }
+}
+
+TEST(TensorParallelCli, BenchDecodeReportsTheAllReduce) {
+  DSA_REQUIRE_DSA_BINARY();
+  const CliResult r = run_dsa("bench decode --model " + dirs().glm +
+                              " --on cpu --batch 2 --context 8 --quick --tensor-parallel-size 2");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_HAS(r.out, "allreduce_KB");
+  expect_clean_error(run_dsa("bench decode --model " + dirs().glm +
+                             " --on cpu --batch 1 --context 8 --graphs on --tensor-parallel-size 2"),
+                     "bench decode: --graphs on with --tensor-parallel-size 2");
+}
+
+TEST(TensorParallelCli, BadSizesAreCleanErrors) {
+  DSA_REQUIRE_DSA_BINARY();
+  const std::string gen = " --prompt-ids 2,3,4 --max-tokens 2";
+  for (const char* bad : {"0", "-1"})
+    expect_clean_error(run_dsa("generate --model " + dirs().glm + gen + " --tensor-parallel-size " + bad),
+                       std::string("tensor parallel size (--tensor-parallel-size) must be >= 1, got ") + bad);
+  expect_clean_error(run_dsa("generate --model " + dirs().glm + gen + " --tensor-parallel-size 3"),
+                     "tensor parallel size (--tensor-parallel-size) 3 does not divide num_attention_heads (4)");
+  expect_clean_error(run_dsa("generate --model " + dirs().v4 + gen + " --tensor-parallel-size 2"),
+                     "tensor parallel size (--tensor-parallel-size) 2: the deepseek_v4 architecture is not sharded yet");
+  // The stock tiny GLM: its intermediate sizes leave 2 ranks 64 of the experts' (not a multiple of 128).
+  expect_clean_error(run_dsa("generate --model " + dirs().stock_glm + gen + " --tensor-parallel-size 2"),
+                     "rank 0 of 2: tensor parallel size 2: layer 1 routed experts intermediate size 128 / 2 = 64");
+  expect_clean_error(
+      run_dsa("generate --model " + dirs().glm + gen + " --tensor-parallel-size 2 --speculative-tokens 1"),
+      "--speculative-tokens 1 with --tensor-parallel-size 2: speculative decoding does not run with tensor parallelism");
+  expect_clean_error(run_dsa("generate --model " + dirs().glm + gen + " --tensor-parallel-size 2 --show-top 3"),
+                     "generate: --show-top runs one model without the engine");
+  expect_clean_error(run_dsa("bench decode --model " + dirs().glm +
+                             " --on cpu --batch 1 --context 8 --tensor-parallel-size 3"),
+                     "tensor parallel size (--tensor-parallel-size) 3 does not divide");
+#ifdef DSA_TEST_HAVE_SERVER
+  expect_clean_error(run_dsa("serve --model " + dirs().glm + " --port 0 --no-tokenizer --tensor-parallel-size 3"),
+                     "tensor parallel size (--tensor-parallel-size) 3 does not divide num_attention_heads (4)");
+  expect_clean_error(run_dsa("serve --model " + dirs().v4 + " --port 0 --no-tokenizer --tensor-parallel-size 2"),
+                     "tensor parallel size (--tensor-parallel-size) 2: the deepseek_v4 architecture is not sharded yet");
+#endif
+}
+
+}  // namespace
+}  // namespace dsa::test

@@ -1,0 +1,200 @@
+// Tensor parallelism in the engine (engine.h, tp_ranks.h, docs/parallelism.md): an Engine over
+// 2 and 4 ranks of the tiny GLM without discrete choices (tp_checkpoint.h) gives the tokens of
+// the whole model through continuous batching, chunked prefill and preemption (few KV pages);
+// the options it cannot run are refused, and a rank that fails stops the engine with its reason.
+// Every test runs on the CPU and, where a GPU is present, on cuda:0 (all ranks on one device,
+// the collectives staged through host memory).
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <ostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/testing.h"
+#include "dsa/engine/engine.h"
+#include "dsa/engine/tp_models.h"
+#include "dsa/engine/tp_ranks.h"
+#include "engine_models.h"
+#include "tp_checkpoint.h"
+
+namespace dsa::engine {
+namespace {
+
+using ::dsa::test::error_of;
+
+constexpr uint64_t kPromptSeed = 23;
+// index_topk 128: every context the test reaches (< 128 tokens, two pages) keeps every key.
+constexpr int64_t kTopk = 128;
+
+struct TpCase {
+  const char* device;
+  int tp;
+};
+void PrintTo(const TpCase& c, std::ostream* os) { *os << c.device << " tp " << c.tp; }
+std::string case_name(const ::testing::TestParamInfo<TpCase>& i) {
+  return std::string(i.param.device[0] == 'c' && i.param.device[1] == 'u' ? "Cuda" : "Cpu") + "Tp" +
+         std::to_string(i.param.tp);
+}
+
+class TpEngine : public ::testing::TestWithParam<TpCase> {
+ protected:
+  Device device() const { return std::string(GetParam().device) == "cuda" ? Device::cuda(0) : Device::cpu(); }
+  void SetUp() override {
+    if (device().is_cuda()) DSA_REQUIRE_CUDA();
+  }
+};
+
+struct EngineRun {
+  std::map<uint64_t, std::vector<int32_t>> tokens;
+  std::map<uint64_t, std::vector<TokenLogprob>> logprobs;
+  int64_t preemptions = 0;
+};
+
+// The requests of every run: 4 prompts whose contexts need 1-2 pages each, 7 in all, against 3
+// pages: admissions wait and decodes preempt; prompts are prefilled in chunks of 16.
+EngineOptions options() {
+  EngineOptions o;
+  o.max_running = 3;
+  o.max_step_tokens = 32;
+  o.max_prefill_chunk = 16;
+  o.kv_blocks = 3;
+  o.max_model_len = 128;
+  o.log_capacity = false;
+  return o;
+}
+
+EngineRun generate(Engine& e, const std::vector<std::vector<int32_t>>& prompts) {
+  SamplingParams p;
+  p.max_tokens = 20;
+  p.logprobs = 2;  // the chosen token's logprob and the two best (a near tie shows)
+  p.ignore_eos = true;
+  std::vector<uint64_t> ids;
+  for (const auto& pr : prompts) ids.push_back(e.add_request(pr, p));
+  EngineRun r;
+  while (e.has_unfinished())
+    for (const StepOutput& o : e.step()) {
+      EXPECT_NE(o.finish, FinishReason::Error) << o.error;
+      auto& t = r.tokens[o.id];
+      t.insert(t.end(), o.new_tokens.begin(), o.new_tokens.end());
+      auto& l = r.logprobs[o.id];
+      l.insert(l.end(), o.logprobs.begin(), o.logprobs.end());
+    }
+  r.preemptions = e.num_preemptions();
+  EXPECT_EQ(e.kv_usage()[0].used_pages, 0);
+  return r;
+}
+
+// Greedy tokens of TP = N equal those of the whole model. The ranks' partial sums are rounded to
+// bf16 before the all-reduce (the whole model rounds once), so logits differ by a few bf16 ulps
+// (test_tensor_parallel.cpp: within 2 % of max |logit|) and a near tie may pick the other token:
+// there the request is compared no further, and the flip is accepted only when the whole model's
+// two best logprobs are within the bound. Every compared logprob must be within it too.
+TEST_P(TpEngine, GreedyTokensEqualTheWholeModel) {
+  const int tp = GetParam().tp;
+  const std::string& dir = test::tp_checkpoint_dir(true, kTopk);
+  std::printf("checkpoint seed %llu (index_topk %lld), prompt seed %llu, tp %d on %s\n",
+              static_cast<unsigned long long>(test::kTpCheckpointSeed), static_cast<long long>(kTopk),
+              static_cast<unsigned long long>(kPromptSeed), tp, device().str().c_str());
+  std::unique_ptr<model::CausalLM> whole = model::load_causal_lm(dir, device(), {.progress = false});
+  const auto prompts = test::random_prompts({50, 45, 60, 9}, whole->config().vocab_size, kPromptSeed);
+  EngineRun ref;
+  {
+    Engine e(*whole, options());
+    ref = generate(e, prompts);
+  }
+  TensorParallelModels models(dir, tp, {device()});
+  Engine e(models, options());
+  ASSERT_EQ(e.tensor_parallel_size(), tp);
+  const EngineRun got = generate(e, prompts);
+  EXPECT_GT(ref.preemptions, 0) << "the test must preempt";
+  EXPECT_GT(got.preemptions, 0) << "the test must preempt";
+
+  constexpr float kBound = 0.1f;  // logprobs: a few bf16 ulps of logits of ~3-4 through 4 layers
+  size_t compared = 0, total = 0, flips = 0;
+  float worst = 0;
+  for (const auto& [id, want] : ref.tokens) {
+    const std::vector<int32_t>& have = got.tokens.at(id);
+    ASSERT_EQ(have.size(), want.size()) << "request " << id;
+    total += want.size();
+    const auto& lw = ref.logprobs.at(id);
+    const auto& lh = got.logprobs.at(id);
+    ASSERT_EQ(lw.size(), want.size());
+    ASSERT_EQ(lh.size(), have.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      if (have[k] != want[k]) {
+        ASSERT_FALSE(lw[k].top.size() < 2) << "request " << id << " token " << k;
+        const float gap = lw[k].top[0].second - lw[k].top[1].second;
+        std::printf("request %llu token %zu: tp %d picked %d, the whole model %d (its top-2 gap %.5f)\n",
+                    static_cast<unsigned long long>(id), k, tp, have[k], want[k], gap);
+        EXPECT_EQ(lw[k].top[1].first, have[k]) << "request " << id << " token " << k << ": not the runner-up";
+        EXPECT_LE(gap, kBound) << "request " << id << " token " << k << ": no near tie";
+        ++flips;
+        break;
+      }
+      const float d = std::fabs(lh[k].logprob - lw[k].logprob);
+      worst = std::max(worst, d);
+      EXPECT_LE(d, kBound) << "request " << id << " token " << k;
+      ++compared;
+    }
+  }
+  std::printf("tp %d: %zu of %zu tokens compared, %zu near-tie flips, max |logprob diff| %.5f; preemptions %lld / "
+              "%lld\n",
+              tp, compared, total, flips, worst, static_cast<long long>(got.preemptions),
+              static_cast<long long>(ref.preemptions));
+  EXPECT_GE(compared * 2, total) << "too few tokens compared to say anything";
+  // Two all-reduces per layer of bf16 [T][hidden] for every token the engine computed.
+  EXPECT_GT(e.tensor_parallel()->collective_bytes(0), 0u);
+  for (int r = 1; r < tp; ++r) EXPECT_EQ(e.tensor_parallel()->collective_bytes(r), e.tensor_parallel()->collective_bytes(0));
+}
+
+// What a tensor-parallel engine cannot run is refused by name, before a step.
+TEST_P(TpEngine, RefusesWhatItCannotRun) {
+  const int tp = GetParam().tp;
+  TensorParallelModels models(test::tp_checkpoint_dir(true, kTopk), tp, {device()});
+  EngineOptions o = options();
+  o.speculative_tokens = 2;
+  EXPECT_EQ(error_of([&] { Engine e(models, o); }),
+            fmt::format("--speculative-tokens 2 with --tensor-parallel-size {}: speculative decoding does not run with "
+                        "tensor parallelism yet (the MTP layer is not sharded); use one or the other",
+                        tp));
+  const std::string v4 = test::tiny_model_dir("deepseek_v4");
+  EXPECT_EQ(error_of([&] { TensorParallelModels m(v4, tp, {device()}); }),
+            fmt::format("tensor parallel size (--tensor-parallel-size) {}: the deepseek_v4 architecture is not sharded "
+                        "yet (tensor parallelism runs GLM-5.1, glm_moe_dsa); use size 1",
+                        tp));
+  EXPECT_EQ(error_of([&] { TensorParallelModels m(v4, 0, {device()}); }),
+            "tensor parallel size (--tensor-parallel-size) must be >= 1, got 0");
+}
+
+// A rank that fails stops the engine with its reason: the group stays stopped, so the next step
+// fails at once naming the failed rank and why (never a hang waiting for it).
+TEST_P(TpEngine, AFailedRankStopsTheEngine) {
+  const int tp = GetParam().tp;
+  TensorParallelModels models(test::tp_checkpoint_dir(true, kTopk), tp, {device()});
+  Engine e(models, options());
+  const auto prompts = test::random_prompts({12}, e.config().vocab_size, kPromptSeed);
+  SamplingParams p;
+  p.max_tokens = 4;
+  e.add_request(prompts[0], p);
+  e.step();
+  EXPECT_EQ(error_of([&] {
+              models.run([&](int r) {
+                if (r == tp - 1) fail("rank {} broke", r);
+                models.group().rank(r).barrier();  // the others wait for it
+              });
+            }),
+            fmt::format("rank {} of {}: rank {} broke", tp - 1, tp, tp - 1));
+  const std::string next = error_of([&] { e.step(); });
+  EXPECT_NE(next.find(fmt::format("rank {} broke", tp - 1)), std::string::npos) << next;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, TpEngine,
+                         ::testing::Values(TpCase{"cpu", 2}, TpCase{"cpu", 4}, TpCase{"cuda", 2}, TpCase{"cuda", 4}),
+                         case_name);
+
+}  // namespace
+}  // namespace dsa::engine

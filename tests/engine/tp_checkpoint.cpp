@@ -1,0 +1,54 @@
+#include "tp_checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "dsa/model/checkpoint_tiny.h"
+
+namespace dsa::engine::test {
+namespace {
+
+struct TpDir {
+  std::filesystem::path path;
+  std::string str;
+  TpDir(bool fp8, int64_t index_topk) {
+    path = std::filesystem::temp_directory_path() /
+           ("dsa_tp_glm_512_" + std::string(fp8 ? "fp8_" : "bf16_") + std::to_string(index_topk) + "_" +
+            std::to_string(::getpid()));
+    std::filesystem::remove_all(path);
+    TinyOptions o;
+    o.arch = "glm_moe_dsa";
+    o.seed = kTpCheckpointSeed;
+    o.intermediate = 512;
+    o.fp8 = fp8;
+    make_tiny_checkpoint(o, path.string());
+    const auto cfg_path = path / "config.json";
+    nlohmann::json cfg = nlohmann::json::parse(std::ifstream(cfg_path));
+    cfg["index_topk"] = index_topk;
+    cfg["num_experts_per_tok"] = cfg.at("n_routed_experts");
+    std::ofstream(cfg_path) << cfg.dump(2);
+    str = path.string();
+  }
+  ~TpDir() { std::filesystem::remove_all(path); }
+};
+
+}  // namespace
+
+const std::string& tp_checkpoint_dir(bool fp8, int64_t index_topk) {
+  static std::mutex mu;
+  static std::map<std::pair<bool, int64_t>, std::unique_ptr<TpDir>> dirs;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& d = dirs[{fp8, index_topk}];
+  if (!d) d = std::make_unique<TpDir>(fp8, index_topk);
+  return d->str;
+}
+
+}  // namespace dsa::engine::test
