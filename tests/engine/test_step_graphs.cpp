@@ -14,6 +14,7 @@
 #include "dsa/engine/engine.h"
 #include "dsa/engine/step_graphs.h"
 #include "engine_models.h"
+#include "varying_batches.h"
 
 namespace dsa::engine::test {
 namespace {
@@ -63,8 +64,10 @@ struct Schedule {
 // A fixed schedule: three requests from the start (one long enough to cross a 128-entry boundary,
 // one sampled with top-k, one greedy with logprobs), a fourth joining at step 20 and a fifth at
 // step 45, requests finishing at different steps.
-Schedule drive(model::CausalLM& lm, bool graphs, int64_t kv_blocks) {
+Schedule drive(model::CausalLM& lm, bool graphs, int64_t kv_blocks,
+               EngineOptions::DecodePadding padding = EngineOptions::DecodePadding::WithGraphs) {
   EngineOptions o;
+  o.decode_padding = padding;
   o.max_running = 4;
   o.max_step_tokens = 64;
   o.max_model_len = 320;
@@ -162,6 +165,97 @@ TEST_P(StepGraphsTest, CudaReplayEqualsEagerUnderPreemption) {
   EXPECT_EQ(graph.preemptions, eager.preemptions);
   expect_same(eager, graph);
   EXPECT_GT(graph.stats.replays, 0);
+}
+
+// The engine's schedule (joins, leaves, sampled and logprob rows) with decode steps padded to
+// their batch bucket gives the tokens and logprobs of the unpadded schedule (CPU).
+TEST_P(StepGraphsTest, PaddedEngineScheduleEqualsUnpadded) {
+  auto lm = load_tiny_lm(GetParam());
+  const Schedule plain = drive(*lm, false, 0, EngineOptions::DecodePadding::Never);
+  const Schedule padded = drive(*lm, false, 0, EngineOptions::DecodePadding::Always);
+  EXPECT_EQ(plain.tokens[0].size(), 150u);
+  expect_same(plain, padded);
+}
+
+void expect_same(const VaryingRun& a, const VaryingRun& b) {
+  ASSERT_EQ(a.tokens.size(), b.tokens.size());
+  for (size_t s = 0; s < a.tokens.size(); ++s) {
+    EXPECT_EQ(b.tokens[s], a.tokens[s]) << "step " << s;
+    ASSERT_EQ(b.logits[s].size(), a.logits[s].size()) << "step " << s;
+    for (size_t j = 0; j < a.logits[s].size(); ++j)  // bit-identical, not close
+      if (b.logits[s][j] != a.logits[s][j]) {
+        ADD_FAILURE() << "step " << s << " logit " << j << ": " << b.logits[s][j] << " vs " << a.logits[s][j];
+        break;
+      }
+  }
+  std::printf("graphs: %lld captures, %lld replays, %lld eager, %lld dropped (%s); %lld padded steps\n",
+              static_cast<long long>(b.graphs.captures), static_cast<long long>(b.graphs.replays),
+              static_cast<long long>(b.graphs.eager), static_cast<long long>(b.graphs.dropped),
+              b.graphs.last_capture_error.c_str(), static_cast<long long>(b.padded_steps));
+}
+
+// Batch size changing every step (3, 5, 1, 7, 2, 6, 4 requests; varying_batches.h): graphs of
+// the padded buckets replayed for the batch sizes of their bucket give the tokens and logits of
+// an eager run, padded (the graphs' own claim) and unpadded (what --enforce-eager gives; this
+// also needs the CUDA kernels to give a row the same bits whatever the rows beside it).
+TEST_P(StepGraphsTest, CudaVaryingBatchReplayWithPaddingEqualsEager) {
+  DSA_REQUIRE_CUDA();
+  auto lm = model::load_causal_lm(tiny_model_dir(GetParam()), Device::cuda(0));
+  const VaryingRun graph = run_varying_batches(*lm, true, 8, 60);
+  const VaryingRun eager_padded = run_varying_batches(*lm, false, 8, 60);
+  const VaryingRun eager = run_varying_batches(*lm, false, 0, 60);
+  EXPECT_GT(graph.padded_steps, 30);
+  EXPECT_EQ(graph.decode_shapes, 4);  // buckets 1, 2, 4, 8
+  // The decode keys: one per bucket (context bucket 256 throughout), each captured once.
+  EXPECT_LE(graph.graphs.captures, 4 + 1);  // + the prefill step's, if its shape came twice (it does not)
+  EXPECT_GT(graph.graphs.replays, 45);
+  expect_same(eager_padded, graph);
+  expect_same(eager, graph);
+}
+
+// Start-up capture (Engine::capture_decode_graphs): every bucket of max_running 8 is captured
+// (8, 4, 2, 1), and a decode step of 3 requests at a context under 256 replays the bucket-4 graph
+// at once; the engine's tokens equal an eager engine's.
+TEST_P(StepGraphsTest, CudaStartupCaptureServesTheFirstDecodeStep) {
+  DSA_REQUIRE_CUDA();
+  auto lm = model::load_causal_lm(tiny_model_dir(GetParam()), Device::cuda(0));
+  auto run = [&](bool graphs) -> std::vector<std::vector<int32_t>> {
+    EngineOptions o;
+    o.max_running = 8;
+    o.max_step_tokens = 64;
+    o.max_model_len = 256;
+    o.cuda_graphs = graphs;
+    o.memory.kv_cache_bytes = size_t{64} << 20;
+    o.log_capacity = false;
+    Engine e(*lm, o);
+    const GraphCaptureReport rep = e.capture_decode_graphs();
+    if (graphs) {
+      EXPECT_EQ(rep.index_len, 256);
+      EXPECT_EQ(rep.buckets.size(), 4u);
+      for (size_t i = 0; i < rep.buckets.size(); ++i) {
+        EXPECT_EQ(rep.buckets[i].batch, int64_t{8} >> i);
+        EXPECT_GT(rep.buckets[i].nodes, 0) << rep.buckets[i].error;
+      }
+      EXPECT_FALSE(rep.memory_moved);
+    } else {
+      EXPECT_TRUE(rep.buckets.empty());
+    }
+    SamplingParams p;
+    p.max_tokens = 12;
+    p.ignore_eos = true;
+    for (const auto& pr : random_prompts({9, 14, 3}, lm->config().vocab_size, 2)) e.add_request(pr, p);
+    std::vector<std::vector<int32_t>> toks(3);
+    int step = 0;
+    while (e.has_unfinished()) {
+      for (const StepOutput& s : e.step()) toks[s.id].insert(toks[s.id].end(), s.new_tokens.begin(), s.new_tokens.end());
+      if (graphs && step == 1) {  // the first decode step
+        EXPECT_EQ(e.runner().profile().graph, StepProfile::Graph::Replayed);
+      }
+      ++step;
+    }
+    return toks;
+  };
+  EXPECT_EQ(run(true), run(false));
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, StepGraphsTest, ::testing::Values("glm_moe_dsa", "deepseek_v4"),
