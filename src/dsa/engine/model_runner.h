@@ -46,7 +46,8 @@ struct RowRequest {
 
 struct StepResult {
   std::vector<int32_t> tokens;  // one per row: the sampled id; -1 when the row's logits are not finite
-  // f32 [rows with want_logits][vocab] on the host, in the order of those rows (undefined when none).
+  // f32 [rows with want_logits][vocab] on the host, in the order of those rows (undefined when none);
+  // a padded decode step may append repeated rows after them: index through logits_row.
   Tensor logits;
   std::vector<int> logits_row;  // [rows] index into `logits`, -1 when the row did not ask
 };
