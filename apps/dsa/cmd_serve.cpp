@@ -67,6 +67,7 @@ struct Args {
   int tensor_parallel = 1;     // ranks (docs/parallelism.md)
   int64_t max_step_tokens = 512, max_prefill_chunk = 0, max_model_len = 0;
   bool tune = true, enforce_eager = false;
+  int64_t max_graph_batch = 0;
   double tune_seconds = 60;
   std::string tokenizer;  // "" = the model dir's tokenizer.json when present
   bool use_tokenizer = true;
@@ -228,6 +229,7 @@ void run(const Args& args) {
   eo.memory.gpu_memory_utilization = a.gpu_memory_utilization;
   eo.memory.kv_cache_bytes = a.kv_cache_memory;
   eo.cuda_graphs = !a.enforce_eager;
+  eo.graph_max_batch = a.max_graph_batch;
   eo.speculative_tokens = a.speculative_tokens;
   eo.speculative_acceptance = acceptance;
   eo.eos_token_ids = eos_ids(a.model);
@@ -236,6 +238,7 @@ void run(const Args& args) {
     eo.eos_token_ids.push_back(*tok->eos_id());
   const std::unique_ptr<engine::Engine> owned_engine = loaded.engine(eo);
   engine::Engine& eng = *owned_engine;
+  eng.capture_decode_graphs();  // after the tuner (above): the graphs hold its tactics; logs a line per bucket
   server::ServerOptions so;
   so.host = a.host;
   so.port = a.port;
@@ -314,6 +317,11 @@ const bool registered = add_command([](CLI::App& app) {
                   "KV cache bytes (overrides --gpu-memory-utilization; on the CPU the default is 1 GiB)");
   cmd->add_flag("--enforce-eager", a->enforce_eager,
                 "CUDA: run every step eagerly (default: decode steps whose shape repeats replay as CUDA graphs)");
+  cmd->add_option("--max-graph-batch", a->max_graph_batch,
+                  "CUDA graphs: decode steps of up to this many sequences are padded to a batch bucket (1, 2, 4, ...) "
+                  "whose graphs are captured at start-up (0: --max-num-seqs; -1: no padding, graphs per exact size, "
+                  "captured lazily)")
+      ->capture_default_str();
   cmd->add_option("--max-queue", a->max_queue, "Sequences waiting to run; more: 503 with Retry-After (0: no bound)")
       ->capture_default_str();
   cmd->add_option("--max-request-bytes", a->max_request_bytes, "Largest request body (413 above, unread)")

@@ -117,6 +117,50 @@ TEST(ModelopsCompressorBatch, CudaMatchesCpu) {
     run_case(c, Device::cuda(0));
 }
 
+// Padding rows of a bucketed decode step (kv::pad_metadata): state slot -1, one token at
+// position 0, one entry row each. They touch no state and write no entry row, and the real
+// request's entries and state are those of the step without them.
+void run_padding_case(Device dev) {
+  const CompressorConfig cfg = CompressorConfig::v4(4, 64);
+  const int64_t W = cfg.width(), d = 64;
+  const size_t slot_bytes = compressor_state_bytes(cfg);
+  Rng rng(29);
+  const Tensor ape = random_f32({4, W}, rng).to(dev), nw = random_f32({d}, rng, 0.5f).to(dev);
+  const Tensor kv = random_bf16({6, W}, rng), score = random_bf16({6, W}, rng);
+  // Real request in slot 1, 4 tokens from position 0 (one entry); slot 0 holds a pattern.
+  auto fresh_pool = [&] {
+    Tensor p = Tensor::empty({static_cast<int64_t>(slot_bytes) * 2}, DType::U8);
+    p.fill_bytes(0x5C);
+    return p.to(dev);
+  };
+  Tensor alone_pool = fresh_pool(), padded_pool = fresh_pool();
+  auto on = [&](const Tensor& t) { return t.to(dev); };
+  CompressorBatch alone{alone_pool, on(i32({1})), on(i32({0, 4})), on(i32({0})), on(i32({0, 4}))};
+  Tensor want = Tensor::empty({4, d}, DType::F32, dev);
+  compressor_forward_batch(cfg, alone, kv.slice(0, 0, 4).to(dev), score.slice(0, 0, 4).to(dev), ape, nw, want);
+  // The same request followed by two padding rows (tokens 4 and 5).
+  CompressorBatch padded{padded_pool, on(i32({1, -1, -1})), on(i32({0, 4, 5, 6})), on(i32({0, 0, 0})),
+                         on(i32({0, 4, 5, 6}))};
+  Tensor out = Tensor::empty({6, d}, DType::F32, dev);
+  poison(out);
+  Tensor poisoned = out.to(Device::cpu());
+  compressor_forward_batch(cfg, padded, kv.to(dev), score.to(dev), ape, nw, out);
+  const Tensor got = out.to(Device::cpu()), ref = want.to(Device::cpu());
+  EXPECT_EQ(std::memcmp(got.raw(), ref.raw(), static_cast<size_t>(d) * sizeof(float)), 0) << "the real entry";
+  EXPECT_EQ(std::memcmp(got.data<float>() + 4 * d, poisoned.data<float>() + 4 * d, 2 * d * sizeof(float)), 0)
+      << "padding rows' entry rows must stay unwritten";
+  const Tensor a = alone_pool.to(Device::cpu()), p = padded_pool.to(Device::cpu());
+  EXPECT_EQ(std::memcmp(a.raw(), p.raw(), 2 * slot_bytes), 0) << "states (slot 0 untouched, slot 1 as alone)";
+  for (size_t i = 0; i < slot_bytes; ++i) ASSERT_EQ(p.data<uint8_t>()[i], 0x5C) << "slot 0 byte " << i;
+}
+
+TEST(ModelopsCompressorBatch, PaddingRowsWithStateSlotMinusOneAreSkipped) { run_padding_case(Device::cpu()); }
+
+TEST(ModelopsCompressorBatch, CudaPaddingRowsWithStateSlotMinusOneAreSkipped) {
+  DSA_REQUIRE_CUDA();
+  run_padding_case(Device::cuda(0));
+}
+
 TEST(ModelopsCompressorBatch, RejectsInconsistentMetadata) {
   const CompressorConfig cfg = CompressorConfig::v4(4, 64);
   const int64_t W = cfg.width();
@@ -131,6 +175,9 @@ TEST(ModelopsCompressorBatch, RejectsInconsistentMetadata) {
             std::string::npos);
   b.state_slots = i32({2});  // a slot outside the pool of 2
   EXPECT_NE(error_of([&] { compressor_forward_batch(cfg, b, kv, kv, ape, nw, out.slice(0, 0, 0)); }).find("state slot 2"),
+            std::string::npos);
+  b.state_slots = i32({-2});  // only -1 means padding
+  EXPECT_NE(error_of([&] { compressor_forward_batch(cfg, b, kv, kv, ape, nw, out.slice(0, 0, 0)); }).find("state slot -2"),
             std::string::npos);
 }
 

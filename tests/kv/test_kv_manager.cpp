@@ -2,6 +2,8 @@
 // chunk boundaries, out of memory, block-table padding, request state.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <map>
 #include <string>
 #include <vector>
@@ -90,6 +92,117 @@ TEST(KvManager, IndexLenBuckets) {
     prev = b;
   }
   EXPECT_LE(buckets, 8 * 9 + 8);  // about eight per doubling above 2048
+}
+
+TEST(KvManager, DecodeBatchBuckets) {
+  // Powers of two up to the cap, the cap itself as the last bucket, no padding above it.
+  EXPECT_EQ(decode_batch_bucket(0, 8), 0);
+  EXPECT_EQ(decode_batch_bucket(1, 8), 1);
+  EXPECT_EQ(decode_batch_bucket(2, 8), 2);
+  EXPECT_EQ(decode_batch_bucket(3, 8), 4);
+  EXPECT_EQ(decode_batch_bucket(5, 8), 8);
+  EXPECT_EQ(decode_batch_bucket(8, 8), 8);
+  EXPECT_EQ(decode_batch_bucket(9, 8), 9);
+  EXPECT_EQ(decode_batch_bucket(9, 12), 12);
+  EXPECT_EQ(decode_batch_bucket(12, 12), 12);
+  EXPECT_EQ(decode_batch_bucket(13, 12), 13);
+  EXPECT_EQ(decode_batch_bucket(100, 128), 128);
+  EXPECT_EQ(decode_batch_bucket(3, 0), 3);  // no buckets
+  for (int64_t cap : {1, 6, 64, 100, 256}) {
+    int64_t prev = 0, buckets = 0;
+    for (int64_t n = 1; n <= 300; ++n) {
+      const int64_t b = decode_batch_bucket(n, cap);
+      ASSERT_GE(b, n);
+      ASSERT_GE(b, prev) << n;  // monotone
+      if (n <= cap) {
+        ASSERT_LE(b, cap);
+        ASSERT_TRUE(b == cap || std::has_single_bit(static_cast<uint64_t>(b))) << n;
+        buckets += b != prev;
+      } else {
+        ASSERT_EQ(b, n);
+      }
+      prev = b;
+    }
+    EXPECT_EQ(buckets, std::bit_width(static_cast<uint64_t>(cap - 1)) + 1) << cap;  // 1, 2, 4, ..., cap
+  }
+}
+
+// Padding rows: appended after the real rows, -1 slots and state slot, empty block-table rows,
+// zero lengths, one entry row each; the real rows and the context bucket unchanged.
+TEST(KvManager, PaddedMetadataRows) {
+  KvManagerOptions opt;
+  opt.num_blocks = 16;
+  opt.max_requests = 4;
+  opt.max_step_tokens = 256;
+  KvManager kv(test::reqs_of(test::tiny_v4({0, 4, 128, 4}), 256), opt);
+  for (RequestId id : {3, 9}) kv.add_request(id);
+  Batch pre;
+  pre.add(3, 0, std::vector<int32_t>(7, 5));
+  pre.add(9, 0, std::vector<int32_t>(130, 6));
+  kv.prepare(pre);
+  Batch b;
+  b.add(3, 7, std::vector<int32_t>{11});
+  b.add(9, 130, std::vector<int32_t>{12});
+  const BatchMetadata plain = kv.draft_metadata(b);  // the same rows prepare builds, without moving anything
+  BatchMetadata m = kv.prepare(b);
+  pad_metadata(m, 2);
+  ASSERT_EQ(m.num_tokens(), 4);
+  ASSERT_EQ(m.num_requests(), 4);
+  EXPECT_EQ(m.request_ids, (std::vector<RequestId>{3, 9, kPaddingRequest, kPaddingRequest}));
+  EXPECT_EQ(m.max_seq_len, 131);
+  EXPECT_EQ(m.index_len, plain.index_len);
+  EXPECT_EQ(i32s(m.token_ids), (std::vector<int32_t>{11, 12, 0, 0}));
+  EXPECT_EQ(i32s(m.token_req), (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(i32s(m.positions), (std::vector<int32_t>{7, 130, 0, 0}));
+  EXPECT_EQ(i32s(m.query_start), (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(i32s(m.cached_lens), (std::vector<int32_t>{7, 130, 0, 0}));
+  EXPECT_EQ(i32s(m.seq_lens), (std::vector<int32_t>{8, 131, 0, 0}));
+  EXPECT_EQ(i32s(m.state_slots)[2], -1);
+  EXPECT_EQ(i32s(m.state_slots)[3], -1);
+  EXPECT_EQ(i32s(m.state_slots)[0], kv.state_slot(3));
+  ASSERT_EQ(m.groups.size(), plain.groups.size());
+  for (size_t g = 0; g < m.groups.size(); ++g) {
+    const GroupMetadata &p = m.groups[g], &q = plain.groups[g];
+    ASSERT_EQ(p.block_table.size(1), q.block_table.size(1));
+    for (int64_t r = 0; r < 2; ++r) EXPECT_EQ(row(p, r), row(q, r)) << "group " << g;
+    for (int64_t r = 2; r < 4; ++r)
+      EXPECT_EQ(row(p, r), std::vector<int32_t>(static_cast<size_t>(q.block_table.size(1)), -1)) << "group " << g;
+    std::vector<int64_t> slots = i64s(q.slots), entry_slots = i64s(q.entry_slots);
+    std::vector<int32_t> entry_tokens = i32s(q.entry_tokens), entry_start = i32s(q.entry_start);
+    slots.insert(slots.end(), {-1, -1});
+    entry_slots.insert(entry_slots.end(), {-1, -1});
+    entry_tokens.insert(entry_tokens.end(), {-1, -1});
+    entry_start.insert(entry_start.end(), {3, 4});
+    EXPECT_EQ(i64s(p.slots), slots) << "group " << g;
+    EXPECT_EQ(i64s(p.entry_slots), entry_slots) << "group " << g;
+    EXPECT_EQ(i32s(p.entry_tokens), entry_tokens) << "group " << g;
+    EXPECT_EQ(i32s(p.entry_start), entry_start) << "group " << g;
+  }
+  pad_metadata(m, 0);  // nothing
+  EXPECT_EQ(m.num_tokens(), 4);
+
+  // A step of padding rows only, at a chosen context bucket: what the start-up capture runs.
+  const BatchMetadata only = kv.padding_metadata(3, 512);
+  EXPECT_EQ(only.num_tokens(), 3);
+  EXPECT_EQ(only.num_requests(), 3);
+  EXPECT_EQ(only.index_len, 512);
+  EXPECT_EQ(only.max_seq_len, 0);
+  EXPECT_EQ(i32s(only.token_ids), (std::vector<int32_t>{0, 0, 0}));
+  EXPECT_EQ(i32s(only.state_slots), (std::vector<int32_t>{-1, -1, -1}));
+  EXPECT_EQ(i32s(only.seq_lens), (std::vector<int32_t>{0, 0, 0}));
+  EXPECT_EQ(i32s(only.query_start), (std::vector<int32_t>{0, 1, 2, 3}));
+  for (const GroupMetadata& g : only.groups) {
+    EXPECT_EQ(g.block_table.size(0), 3);
+    EXPECT_EQ(g.block_table.size(1), std::max<int64_t>(1, 512 / g.ratio / g.page_size));
+    for (int64_t r = 0; r < 3; ++r)
+      for (int32_t p : row(g, r)) EXPECT_EQ(p, -1);
+    EXPECT_EQ(i64s(g.slots), (std::vector<int64_t>{-1, -1, -1}));
+    EXPECT_EQ(i32s(g.entry_start), (std::vector<int32_t>{0, 1, 2, 3}));
+  }
+  EXPECT_NE(error_of([&] { kv.padding_metadata(2, 300); }).find("not a context bucket"), std::string::npos);
+  // It changed nothing.
+  EXPECT_EQ(kv.num_cached(3), 8);
+  EXPECT_EQ(kv.num_requests(), 2);
 }
 
 TEST(KvManager, StepMustContinueTheCache) {

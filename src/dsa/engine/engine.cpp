@@ -32,6 +32,7 @@ void EngineOptions::validate() const {
   DSA_CHECK(max_prefill_chunk >= 0, "engine: max_prefill_chunk must be >= 0, got {}", max_prefill_chunk);
   DSA_CHECK(max_model_len >= 0, "engine: max_model_len must be >= 0, got {}", max_model_len);
   DSA_CHECK(kv_blocks >= 0, "engine: kv_blocks must be >= 0, got {}", kv_blocks);
+  DSA_CHECK(graph_max_batch >= -1, "engine: graph_max_batch (--max-graph-batch) must be >= -1, got {}", graph_max_batch);
   DSA_CHECK(speculative_tokens >= 0 && speculative_tokens <= 64,
             "engine: --speculative-tokens must be in [0, 64], got {}", speculative_tokens);
   memory.validate();
@@ -83,6 +84,11 @@ Engine::Engine(model::CausalLM& lm, TensorParallelModels* tp, EngineOptions opti
   runner_ = std::make_unique<ModelRunner>(lm_, *kv_);
   if (!opt_.cuda_graphs) runner_->set_graphs(false);
   else if (runner_->graphs()) runner_->set_graphs(true, opt_.graph_max_tokens);
+  // Padding serves steps without the MTP hand-over (ModelRunner::run): not with speculation.
+  if (opt_.graph_max_batch >= 0 && opt_.speculative_tokens == 0 && (opt_.decode_padding == EngineOptions::DecodePadding::Always ||
+                                    (opt_.decode_padding == EngineOptions::DecodePadding::WithGraphs && runner_->graphs())))
+    runner_->set_decode_padding(std::min<int64_t>({opt_.graph_max_batch > 0 ? opt_.graph_max_batch : opt_.max_running,
+                                                   opt_.max_running, std::max<int64_t>(opt_.graph_max_tokens, 1)}));
   if (opt_.speculative_tokens > 0) drafter_ = std::make_unique<Drafter>(lm_, *runner_, *kv_);
   if (tp && tp->size() > 1) {  // after set_graphs: tensor-parallel steps run eagerly (tp_ranks.h)
     tp_ = std::make_unique<TpRanks>(*tp, *kv_, *runner_, ko, opt_.max_step_tokens, opt_.max_running);

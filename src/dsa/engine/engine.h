@@ -57,6 +57,15 @@ struct EngineOptions {
   bool log_capacity = true;        // one start-up log line with the KV capacity
   bool cuda_graphs = true;         // CUDA: replay repeated step shapes as graphs (false: --enforce-eager)
   int64_t graph_max_tokens = 512;  // steps with more tokens always run eagerly (prefill)
+  // Decode-only steps of up to this many requests are padded to a batch bucket (1, 2, 4, ...,
+  // capped here: ModelRunner::set_decode_padding), so one graph serves every batch size of its
+  // bucket, and capture_decode_graphs() captures the buckets at start-up (--max-graph-batch).
+  // 0: max_running; -1: no padding (a graph per exact batch size, captured lazily). Never above
+  // max_running or graph_max_tokens.
+  int64_t graph_max_batch = 0;
+  // When decode steps are padded: with CUDA graphs (the default; padding only serves graphs), or
+  // always / never whatever the device (tests: the CPU equality of padded steps, eager padded runs).
+  enum class DecodePadding { WithGraphs, Always, Never } decode_padding = DecodePadding::WithGraphs;
   // Speculative decoding with the model's MTP layer (--speculative-tokens, vLLM's
   // num_speculative_tokens; docs/speculative-decoding.md): the drafts per decode step; 0 = off.
   int speculative_tokens = 0;
@@ -137,6 +146,9 @@ class Engine {
   ModelRunner& runner() { return *runner_; }  // profiling (dsa bench decode), graph statistics
   int tensor_parallel_size() const;
   TpRanks* tensor_parallel() { return tp_.get(); }  // null without tensor parallelism
+  // Start-up capture of the padded decode buckets (ModelRunner::capture_decode_graphs): CUDA with
+  // graphs and padding on; call after the tuner (dsa serve does). Empty otherwise.
+  GraphCaptureReport capture_decode_graphs() { return runner_->capture_decode_graphs(); }
   std::vector<kv::KvUsage> kv_usage() const { return kv_->usage(); }
   // Context tokens the KV cache holds, and how many requests of max_model_len fit at once.
   int64_t capacity_tokens() const { return kv_->capacity_tokens(); }

@@ -1,6 +1,7 @@
 #include "dsa/engine/model_runner.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -28,12 +29,27 @@ constexpr size_t kAlign = 16;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 constexpr size_t kInitialArena = 64u << 20;  // grows to the largest step's need
 
+// The words of a step's shape, on every device: the host-side sizes the forward reads and the
+// shape and dtype of every uploaded tensor (which also fixes their offsets in the upload twin).
+ShapeKey shape_key(const kv::BatchMetadata& meta, const std::vector<Tensor*>& up) {
+  ShapeKey k;
+  k.add(meta.num_tokens()).add(meta.num_requests());
+  k.add(static_cast<uint64_t>(meta.index_len));
+  for (const Tensor* t : up) {
+    k.add(t->defined());
+    if (!t->defined()) continue;
+    k.add(static_cast<uint64_t>(t->dtype())).add(t->dim());
+    for (int64_t d : t->shape()) k.add(static_cast<uint64_t>(d));
+  }
+  for (const kv::GroupMetadata& g : meta.groups) k.add(static_cast<uint64_t>(g.num_pages));
+  return k;
+}
+
 // The words that fix a step's kernels and arguments (step_graphs.h): the memory epoch, the
 // installed tactics' generation, which forward runs (the model's or its MTP layer's), the
-// addresses of the MTP hand-over buffers, of the upload twin and of the step's outputs, the
-// host-side sizes the forward reads, and the shape and dtype of every uploaded tensor (which also
-// fixes their offsets in the twin).
-ShapeKey step_key(const kv::BatchMetadata& meta, const std::vector<Tensor*>& up, bool timed, const Tensor& logits,
+// addresses of the MTP hand-over buffers, of the upload twin's tensors and of the step's outputs,
+// and the step's shape (shape_key).
+ShapeKey step_key(const ShapeKey& shape, const std::vector<Tensor*>& up, bool timed, const Tensor& logits,
                   const Tensor& ids, const model::StepInputs& in, bool draft) {
   ShapeKey k;
   k.add(cuda_memory::memory_epoch()).add(ops::tactic_chooser_generation()).add(timed).add(draft);
@@ -42,16 +58,9 @@ ShapeKey step_key(const kv::BatchMetadata& meta, const std::vector<Tensor*>& up,
     if (t->defined())
       for (int64_t d : t->shape()) k.add(static_cast<uint64_t>(d));
   }
-  k.add(meta.num_tokens()).add(meta.num_requests());
-  k.add(static_cast<uint64_t>(meta.index_len));
   k.add(reinterpret_cast<uintptr_t>(logits.raw())).add(reinterpret_cast<uintptr_t>(ids.raw()));
-  for (const Tensor* t : up) {
-    k.add(t->defined());
-    if (!t->defined()) continue;
-    k.add(reinterpret_cast<uintptr_t>(t->raw())).add(static_cast<uint64_t>(t->dtype())).add(t->dim());
-    for (int64_t d : t->shape()) k.add(static_cast<uint64_t>(d));
-  }
-  for (const kv::GroupMetadata& g : meta.groups) k.add(static_cast<uint64_t>(g.num_pages));
+  for (const Tensor* t : up) k.add(t->defined() ? reinterpret_cast<uintptr_t>(t->raw()) : 0);
+  for (uint64_t w : shape.words()) k.add(w);
   return k;
 }
 
@@ -214,17 +223,33 @@ StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest
   const auto t_start = std::chrono::steady_clock::now();
   check_rows(rows, batch.num_tokens());
   const bool draft = extras != nullptr && extras->draft;
-  return execute(draft ? kv_.draft_metadata(batch) : kv_.prepare(batch), rows, extras, t_start);
+  kv::BatchMetadata meta = draft ? kv_.draft_metadata(batch) : kv_.prepare(batch);
+  // A decode-only step (one token per request) is padded to its batch bucket, so that batch sizes
+  // between two buckets share one shape (and one CUDA graph). Not with extras: the MTP hand-over
+  // buffers are sized by the real tokens.
+  const int64_t R = meta.num_requests();
+  if (pad_max_ > 0 && extras == nullptr && meta.num_tokens() == R && R <= pad_max_) {
+    const int64_t bucket = kv::decode_batch_bucket(R, pad_max_);
+    std::vector<RowRequest> padded = rows;
+    for (int64_t i = 0; i < bucket - R; ++i) padded.push_back(RowRequest{R + i, {}, false});  // greedy, ignored
+    kv::pad_metadata(meta, bucket - R);
+    if (bucket > R) ++padded_steps_;
+    return execute(meta, padded, static_cast<int64_t>(rows.size()), extras, t_start, /*bucket_want=*/true);
+  }
+  return execute(meta, rows, static_cast<int64_t>(rows.size()), extras, t_start, false);
 }
 
+// Tensor parallelism (tp_ranks.h): every rank runs the metadata rank 0's KV bookkeeping built,
+// unpadded (TP steps run eagerly).
 StepResult ModelRunner::run_prepared(kv::BatchMetadata meta, const std::vector<RowRequest>& rows) {
   const auto t_start = std::chrono::steady_clock::now();
   check_rows(rows, meta.num_tokens());
-  return execute(std::move(meta), rows, nullptr, t_start);
+  return execute(meta, rows, static_cast<int64_t>(rows.size()), nullptr, t_start, false);
 }
 
-StepResult ModelRunner::execute(kv::BatchMetadata meta, const std::vector<RowRequest>& rows, const StepExtras* extras,
-                                std::chrono::steady_clock::time_point t_start) {
+StepResult ModelRunner::execute(kv::BatchMetadata& meta, const std::vector<RowRequest>& rows, int64_t real_rows,
+                                const StepExtras* extras, std::chrono::steady_clock::time_point t_start,
+                                bool bucket_want) {
   const Device dev = lm_.device();
   const int64_t V = lm_.config().vocab_size;
   const auto N = static_cast<int64_t>(rows.size());
@@ -240,6 +265,12 @@ StepResult ModelRunner::execute(kv::BatchMetadata meta, const std::vector<RowReq
       res.logits_row[i] = static_cast<int>(want.size());
       want.push_back(static_cast<int32_t>(i));
     }
+  // A padded decode step also buckets the rows whose logits return (their count is part of the
+  // shape): the extra ones repeat the last row and are not handed back.
+  if (bucket_want && !want.empty()) {
+    const int32_t last = want.back();
+    want.resize(static_cast<size_t>(kv::decode_batch_bucket(static_cast<int64_t>(want.size()), pad_max_)), last);
+  }
   Tensor logit_rows = Tensor::empty({N}, DType::I32);
   Tensor sampling = Tensor::empty({N * static_cast<int64_t>(sizeof(ops::SamplingRow))}, DType::U8);
   for (int64_t i = 0; i < N; ++i) {
@@ -254,6 +285,9 @@ StepResult ModelRunner::execute(kv::BatchMetadata meta, const std::vector<RowReq
   up.push_back(&sampling);
   up.push_back(&want_rows);
   up.push_back(&hidden_rows);
+  const ShapeKey shape = shape_key(meta, up);
+  if (shapes_.size() >= 4096) shapes_.clear();  // bounded bookkeeping (tests, logs)
+  shapes_.insert(shape.words());
   if (dev.is_cuda()) {
     // One pinned mirror, one asynchronous copy; the tensors become views of the device twin.
     size_t total = 0;
@@ -324,7 +358,7 @@ StepResult ModelRunner::execute(kv::BatchMetadata meta, const std::vector<RowReq
   const StepGraphs::Graph* graph = nullptr;
   bool capture = false;
   if (dev.is_cuda() && graphs_ && meta.num_tokens() <= graphs_->max_tokens() && !trace_enabled()) {
-    key = step_key(meta, up, timed, logits, ids, in, draft);
+    key = step_key(shape, up, timed, logits, ids, in, draft);
     graph = graphs_->find(key);
     capture = !graph && graphs_->seen(key);
   }
@@ -381,13 +415,124 @@ StepResult ModelRunner::execute(kv::BatchMetadata meta, const std::vector<RowReq
     std::copy(ids.data<int32_t>(), ids.data<int32_t>() + N, res.tokens.begin());
     if (wanted.defined()) res.logits = wanted;
   }
+  // Padding rows' tokens are dropped (they want no logits; `logits` may hold repeated rows past
+  // the real ones, which no logits_row names).
+  res.tokens.resize(static_cast<size_t>(real_rows));
+  res.logits_row.resize(static_cast<size_t>(real_rows));
   // Rows the device sampler could not finish (top_p wider than its sorted candidates): on the host.
-  for (int64_t i = 0; i < N; ++i) {
+  for (int64_t i = 0; i < real_rows; ++i) {
     if (res.tokens[i] != -2) continue;
     Tensor row = logits.slice(0, i, i + 1).to(Device::cpu());
     res.tokens[i] = ops::sample_row(row.data<float>(), V, rows[i].sampling);
   }
   return res;
+}
+
+}  // namespace dsa::engine
+
+namespace dsa::engine {
+
+GraphCaptureReport ModelRunner::capture_decode_graphs() {
+  GraphCaptureReport rep;
+#ifdef DSA_WITH_CUDA
+  if (!graphs_ || pad_max_ <= 0 || !lm_.device().is_cuda()) return rep;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
+  const int device = lm_.device().index;
+  // Free device memory; the caching allocator's blocks count as used, so a step that takes and
+  // gives back memory shows what it keeps cached, and a graph what its instantiation takes.
+  const auto free_bytes = [device]() -> int64_t {
+    size_t f = 0, t = 0;
+    if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&f, &t) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    return static_cast<int64_t>(f);
+  };
+  const int64_t free0 = free_bytes();
+  const kv::KvManagerOptions& ko = kv_.options();
+  const int64_t R = std::max<int64_t>(ko.max_requests, pad_max_), T = std::max<int64_t>(ko.max_step_tokens, R);
+  const int64_t index_len = kv::index_len_bucket(1);
+  rep.index_len = index_len;
+
+  // The upload twin at the size of the largest step the limits allow: a later step never
+  // reallocates it (its address is in every key).
+  if (ko.max_position > 0) {
+    const auto bytes = [](kv::BatchMetadata m) {
+      size_t b = 0;
+      for (Tensor* t : m.tensors())
+        if (t->defined()) b = align_up(b) + t->nbytes();
+      return b;
+    };
+    const size_t widest = bytes(kv_.padding_metadata(R, kv::index_len_bucket(ko.max_position)));
+    const size_t per_token = (bytes(kv_.padding_metadata(17, 0)) - bytes(kv_.padding_metadata(1, 0)) + 15) / 16;
+    const auto rows = static_cast<size_t>(T + R);  // at most a row per token plus one per request
+    const size_t row_bytes = rows * (2 * sizeof(int32_t) + sizeof(ops::SamplingRow)) + static_cast<size_t>(T) * 4;
+    up_->reserve(align_up(widest + static_cast<size_t>(T - R) * per_token + row_bytes + 64 * kAlign), rows);
+  }
+  // One eager step of T padding tokens: the arena and the workspaces (MoE) grow to what a step of
+  // max_step_tokens short-context tokens needs before anything is captured.
+  {
+    kv::BatchMetadata m = kv_.padding_metadata(T, index_len);
+    execute(m, {RowRequest{0, {}, false}}, 0, nullptr, std::chrono::steady_clock::now(), false);
+  }
+
+  std::vector<int64_t> sizes{pad_max_};
+  for (auto b = static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(pad_max_))); b >= 1; b /= 2)
+    if (b < pad_max_) sizes.push_back(b);
+  // Largest first: a smaller bucket then finds the arena and workspaces grown. If memory still
+  // moved after the first capture, the graphs before are unreachable: one more pass.
+  for (int pass = 0; pass < 2; ++pass) {
+    rep.buckets.clear();
+    uint64_t epoch = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      GraphCaptureReport::Bucket bk;
+      bk.batch = sizes[i];
+      const int64_t f0 = free_bytes();
+      const auto tb = std::chrono::steady_clock::now();
+      std::vector<RowRequest> rows(static_cast<size_t>(bk.batch));
+      for (int64_t j = 0; j < bk.batch; ++j) rows[static_cast<size_t>(j)].token = j;
+      // First sight runs eagerly (and is not marked seen when memory moved during it), the next captures.
+      for (int attempt = 0; attempt < 5; ++attempt) {
+        kv::BatchMetadata m = kv_.padding_metadata(bk.batch, index_len);
+        execute(m, rows, 0, nullptr, std::chrono::steady_clock::now(), true);
+        if (profile_.graph != StepProfile::Graph::None) {
+          bk.nodes = profile_.graph_nodes;
+          bk.error.clear();
+          break;
+        }
+        if (!profile_.capture_error.empty()) bk.error = profile_.capture_error;
+      }
+      if (bk.nodes < 0 && bk.error.empty()) bk.error = "not captured after 5 steps";
+      const int64_t f1 = free_bytes();
+      if (f0 >= 0 && f1 >= 0) bk.bytes = f0 - f1;
+      bk.ms = since(tb);
+      if (i == 0) epoch = cuda_memory::memory_epoch();
+      if (bk.nodes >= 0)
+        log_info("CUDA graphs: decode batch {:>4}: {} nodes, {:.1f} MiB, {:.1f} ms", bk.batch, bk.nodes,
+                 static_cast<double>(bk.bytes) / (1 << 20), bk.ms);
+      else
+        log_warn("CUDA graphs: decode batch {} not captured: {}", bk.batch, bk.error);
+      rep.buckets.push_back(bk);
+    }
+    rep.memory_moved = cuda_memory::memory_epoch() != epoch;
+    if (!rep.memory_moved) break;
+    log_warn("CUDA graphs: device memory moved during the start-up capture (a workspace grew for a smaller batch){}",
+             pass == 0 ? ": capturing again" : ": the graphs before it are captured again when their steps come");
+  }
+  const int64_t free1 = free_bytes();
+  if (free0 >= 0 && free1 >= 0) rep.bytes = free0 - free1;
+  rep.ms = since(t0);
+  int64_t captured = 0;
+  for (const auto& b : rep.buckets) captured += b.nodes >= 0;
+  log_info("CUDA graphs: {} of {} decode batch buckets (1..{}) captured at start-up for contexts up to {} tokens in "
+           "{:.0f} ms, {:.1f} MiB; longer contexts and other steps up to {} tokens are captured on their second step",
+           captured, rep.buckets.size(), pad_max_, index_len, rep.ms, static_cast<double>(rep.bytes) / (1 << 20),
+           graphs_->max_tokens());
+#endif
+  return rep;
 }
 
 }  // namespace dsa::engine

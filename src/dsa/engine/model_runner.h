@@ -12,13 +12,17 @@
 //   4. the sampler runs on the device (ops/sampling) and the token ids come back in one
 //      device-to-host copy: the step's only host wait. Rows that ask for their logits (logprobs,
 //      host-side penalties) get them in one more copy.
-// Steps 3-4 of a step whose shape repeats (decode) run as one CUDA graph (step_graphs.h).
+// Steps 3-4 of a step whose shape repeats (decode) run as one CUDA graph (step_graphs.h); a
+// decode-only step is first padded to its batch bucket (set_decode_padding), so batch sizes of a
+// bucket share its graph.
 // On the CPU the same steps run without the copies (the metadata is already on the host).
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,7 +46,8 @@ struct RowRequest {
 
 struct StepResult {
   std::vector<int32_t> tokens;  // one per row: the sampled id; -1 when the row's logits are not finite
-  // f32 [rows with want_logits][vocab] on the host, in the order of those rows (undefined when none).
+  // f32 [rows with want_logits][vocab] on the host, in the order of those rows (undefined when none);
+  // a padded decode step may append repeated rows after them: index through logits_row.
   Tensor logits;
   std::vector<int> logits_row;  // [rows] index into `logits`, -1 when the row did not ask
 };
@@ -64,6 +69,22 @@ struct StepProfile {
   int64_t graph_nodes = -1;       // kernels, copies and memsets of forward + sampling (stream capture); -1 = not counted
   std::string capture_error;      // why the capture failed, when it did
   enum class Graph { None, Captured, Replayed } graph = Graph::None;  // how the step ran (CUDA graphs on)
+};
+
+// What the start-up capture of the decode buckets did (ModelRunner::capture_decode_graphs).
+struct GraphCaptureReport {
+  struct Bucket {
+    int64_t batch = 0;
+    int64_t nodes = -1;    // graph nodes; -1 when not captured
+    int64_t bytes = -1;    // device memory the capture took (cudaMemGetInfo before / after); -1 unknown
+    double ms = 0;         // host time of the bucket's steps (eager warm-up + capture)
+    std::string error;     // why it was not captured
+  };
+  std::vector<Bucket> buckets;  // largest first
+  int64_t index_len = 0;        // the context bucket captured
+  double ms = 0;                // everything, warm-up step included
+  int64_t bytes = -1;
+  bool memory_moved = false;    // device memory moved after the first capture: earlier graphs are unreachable
 };
 
 class ModelRunner {
@@ -89,6 +110,26 @@ class ModelRunner {
   // eager (--enforce-eager). max_tokens: larger steps always run eagerly.
   void set_graphs(bool on, int64_t max_tokens = 512);
   const StepGraphs* graphs() const { return graphs_.get(); }
+  // Decode-only steps (one token per request, no StepExtras) of at most max_batch requests are
+  // padded to their batch bucket (kv::decode_batch_bucket: 1, 2, 4, ..., max_batch) with padding
+  // rows (kv::pad_metadata) and greedy padding sampling rows whose tokens are dropped, and the
+  // rows returning logits to a bucket of their count too, so every batch size of a bucket has one
+  // shape key; 0 = off. On every device (the CPU gives the real
+  // rows bit-identical results, tests/engine/test_decode_padding.cpp).
+  void set_decode_padding(int64_t max_batch) { pad_max_ = std::max<int64_t>(max_batch, 0); }
+  int64_t decode_padding() const { return pad_max_; }
+  int64_t padded_steps() const { return padded_steps_; }
+  // Distinct step shapes (shape words of the key without addresses or epoch) seen so far, every
+  // step counted, on every device: what a graph cache would need (bounded at 4096, then restarts).
+  int64_t step_shapes() const { return static_cast<int64_t>(shapes_.size()); }
+  // CUDA, graphs and padding on: start-up capture of every decode bucket, largest first, at the
+  // first context bucket (index_len_bucket(1) = 256: contexts up to 256 tokens; later context
+  // buckets are captured lazily, as every other shape). First reserves the upload buffer for the
+  // largest step the KV manager's limits allow and runs one eager step of max_step_tokens padding
+  // tokens, so that the arena and the workspaces have grown before anything is captured. Logs
+  // one line per bucket and a total. Does nothing (empty report) otherwise. Call it after the
+  // tuner installed its tactics (the key holds their generation).
+  GraphCaptureReport capture_decode_graphs();
   void count_nodes_next_step() { count_nodes_ = true; }
   const StepProfile& profile() const { return profile_; }
 
@@ -99,20 +140,23 @@ class ModelRunner {
 
  private:
   struct Upload;  // the pinned mirror and its device twin
+  // Steps 2-4 of run() over built metadata; rows past real_rows are padding (dropped from the result).
+  StepResult execute(kv::BatchMetadata& meta, const std::vector<RowRequest>& rows, int64_t real_rows,
+                     const StepExtras* extras, std::chrono::steady_clock::time_point t_start, bool bucket_want);
   struct Events;  // profiling events
   // Captures compute() on the runner's stream, instantiates and launches it; keeps the graph
   // under *keep (nullptr: count its nodes and drop it). False when the capture failed or device
   // memory changed hands meanwhile (profile_.capture_error says why): nothing ran, run it eagerly.
   bool capture_step(const std::function<void()>& compute, const ShapeKey* keep, bool events,
                     const kv::BatchMetadata& meta);
-  StepResult execute(kv::BatchMetadata meta, const std::vector<RowRequest>& rows, const StepExtras* extras,
-                     std::chrono::steady_clock::time_point t_start);
   model::CausalLM& lm_;
   kv::KvManager& kv_;
   std::unique_ptr<cuda_stream::Stream> stream_;
   std::unique_ptr<cuda_memory::StepArena> arena_;
   std::unique_ptr<Upload> up_;
   bool profiling_ = false, count_nodes_ = false;
+  int64_t pad_max_ = 0, padded_steps_ = 0;
+  std::set<std::vector<uint64_t>> shapes_;
   StepProfile profile_;
   std::unique_ptr<Events> events_;
   std::unique_ptr<StepGraphs> graphs_;  // last: its graphs go before the memory they point into

@@ -9,6 +9,9 @@
 // launch the same kernels with the same arguments, and the second can be replayed from a graph
 // captured from the first.
 //
+// Decode-only steps are padded to a batch bucket first (ModelRunner::set_decode_padding), so a
+// key covers every batch size of its bucket; ModelRunner::capture_decode_graphs captures the
+// buckets at start-up (context bucket 256) through the same policy.
 // Policy (ModelRunner::run): a key's first step runs eagerly and marks the key seen; its second is
 // captured (stream capture of the forward + sampler), instantiated and launched; later ones replay.
 // A capture during which the memory epoch changed (a workspace grew while capturing) is dropped

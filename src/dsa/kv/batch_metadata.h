@@ -34,6 +34,7 @@
 //   position (i + 1) * m - 1. Slots are < num_pages * page_size <= 2^31 - 1.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "dsa/core/tensor.h"
@@ -58,6 +59,14 @@ struct GroupMetadata {
 // (at most max(255, n / 8) more than n: eight buckets per doubling above 2048), 0 for n <= 0.
 int64_t index_len_bucket(int64_t n);
 
+// Decode steps padded to a batch bucket (engine/model_runner.h): the smallest power of two >= n,
+// capped at max_bucket (so the buckets are 1, 2, 4, ..., max_bucket); n itself above max_bucket
+// (not padded) and 0 for n <= 0. Monotone in n.
+int64_t decode_batch_bucket(int64_t n, int64_t max_bucket);
+
+// The request id of a padding row (informational: nothing looks a padding row up).
+inline constexpr RequestId kPaddingRequest = std::numeric_limits<RequestId>::min();
+
 struct BatchMetadata {
   std::vector<RequestId> request_ids;  // [R] (host)
   int64_t max_seq_len = 0;             // max of seq_lens, on the host
@@ -76,5 +85,11 @@ struct BatchMetadata {
   // Every tensor of the metadata, in a fixed order (the runner packs and re-points them).
   std::vector<Tensor*> tensors();
 };
+
+// Appends `rows` padding requests of one token each after the real ones (host tensors): token id
+// 0 at position 0, cached and sequence length 0, state slot -1, block-table rows of -1, slots and
+// entry rows -1. Every op skips such a row's cache and state writes, and no real row reads it, so
+// the real rows' outputs do not change; max_seq_len and index_len stay those of the real rows.
+void pad_metadata(BatchMetadata& m, int64_t rows);
 
 }  // namespace dsa::kv

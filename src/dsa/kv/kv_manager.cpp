@@ -323,6 +323,18 @@ BatchMetadata KvManager::prepare(const Batch& batch) {
   return build_metadata(batch, segs);
 }
 
+BatchMetadata KvManager::padding_metadata(int64_t rows, int64_t index_len) const {
+  DSA_CHECK(index_len >= 0 && index_len_bucket(index_len) == index_len,
+            "KV manager: padding_metadata: index_len {} is not a context bucket", index_len);
+  BatchMetadata m = build_metadata(Batch{}, {});
+  m.index_len = index_len;
+  m.token_ids = Tensor::empty({0}, DType::I32);
+  for (int g = 0; g < static_cast<int>(req_.groups.size()); ++g)
+    m.groups[g].block_table = Tensor::empty({0, std::max<int64_t>(1, blocks_for(g, index_len))}, DType::I32);
+  pad_metadata(m, rows);
+  return m;
+}
+
 // ---- speculative decoding -----------------------------------------------------------------------
 
 bool KvManager::reserve(RequestId id, int64_t len) {

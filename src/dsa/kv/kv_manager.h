@@ -153,6 +153,11 @@ class KvManager {
   KvDemand demand(const Batch& batch) const;  // validates the batch against limits and KV state
   bool can_prepare(const Batch& batch) const { return demand(batch).fits(); }
   BatchMetadata prepare(const Batch& batch);  // throws KvOutOfMemory (no change) when pages lack
+  // Metadata of a step of `rows` padding rows only (pad_metadata, batch_metadata.h) sized for the
+  // context bucket `index_len` (a value of index_len_bucket), with token ids: what a decode step
+  // of `rows` requests at that bucket uploads, with nothing to read or write (start-up capture of
+  // CUDA graphs, engine/model_runner.h). Changes nothing.
+  BatchMetadata padding_metadata(int64_t rows, int64_t index_len) const;
 
   // ---- speculative decoding ----
   // Allocates the pages positions [0, len) of request `id` need in every group, without changing

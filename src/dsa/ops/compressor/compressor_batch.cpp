@@ -113,6 +113,9 @@ void compressor_forward_batch(const CompressorConfig& cfg, const CompressorBatch
   const int64_t rows = cfg.coff() * m;
   uint8_t* base = static_cast<uint8_t*>(b.state.raw());
   for (int64_t r = 0; r < R; ++r) {
+    // Slot -1: a padding row (kv::pad_metadata) with no state; like the CUDA kernel, nothing is
+    // read or written for it (its entry rows stay unwritten; their slots are -1).
+    if (slot[r] == -1) continue;
     DSA_CHECK(slot[r] >= 0 && slot[r] < slots, "compressor_forward_batch: request row {} has state slot {} (pool of {})",
               r, slot[r], slots);
     DSA_CHECK(qs[r] <= qs[r + 1] && es[r] <= es[r + 1] && cached[r] >= 0,

@@ -6,7 +6,8 @@
 // state_slots[r] of a state pool (kv::StatePool: u8 [slots * compressor_state_bytes(cfg)], each
 // slot = f32 kv rows then f32 score rows, the layout of CompressorState); a request with
 // cached_lens[r] == 0 starts from an empty state (the op initialises the slot, so the engine
-// never clears state memory). The k-th entry request r emits goes to row entry_start[r] + k of
+// never clears state memory). A request row with state slot -1 (a padding row of a bucketed
+// decode step, kv::pad_metadata) is skipped: no state read or written, no entry row written. The k-th entry request r emits goes to row entry_start[r] + k of
 // entries_out (the KV manager's entry_start of the compressed cache group, one row per token,
 // whose slots receive them); rows of the request past its entries are left unwritten. A request
 // must have at least as many rows as it emits entries (checked on the CPU; the CUDA kernel never
