@@ -437,6 +437,7 @@ TEST_P(SpeculativeTest, CudaSampledRejectionOnThePredictingModel) {
   EngineOptions o;
   o.max_running = 3;
   o.log_capacity = false;
+  o.memory.kv_cache_bytes = size_t{64} << 20;  // not 90 % of the device: CUDA tests run side by side
   o.speculative_acceptance = SpecAcceptance::Exact;
   const Outcome base = generate(*lm, prompts, params, o);
   for (int n : {1, 3}) {

@@ -3,7 +3,11 @@
 #ifdef DSA_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
+
 #include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_stream.h"
 #include "dsa/core/error.h"
 
 namespace dsa::ops::cublaslt {
@@ -12,15 +16,27 @@ void check(cublasStatus_t status, const char* where, const char* expr) {
   if (status != CUBLAS_STATUS_SUCCESS) fail("cuBLASLt error {} in {}: {}", static_cast<int>(status), where, expr);
 }
 
+// One handle for the process (cuBLASLt calls may share it across threads) and one workspace per
+// stream: streams that run at once (tensor-parallel ranks on their threads) must not share a
+// workspace. A stream's workspace is allocated on the device current at its first call (an eager
+// step: the first step of a shape never runs under capture) and kept for the process.
 const Context& context() {
-  static const Context c = [] {
-    Context x;
-    x.workspace_bytes = 32u << 20;
-    DSA_CUBLASLT_CHECK("cuBLASLt set-up", cublasLtCreate(&x.handle));
-    DSA_CUDA_CHECK(cudaMalloc(&x.workspace, x.workspace_bytes));
-    return x;
+  static const cublasLtHandle_t handle = [] {
+    cublasLtHandle_t h = nullptr;
+    DSA_CUBLASLT_CHECK("cuBLASLt set-up", cublasLtCreate(&h));
+    return h;
   }();
-  return c;
+  static std::mutex mu;
+  static std::map<cudaStream_t, Context> per_stream;  // node-based: references stay valid
+  const cudaStream_t stream = DSA_CURRENT_STREAM;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = per_stream.find(stream);
+  if (it != per_stream.end()) return it->second;
+  Context x;
+  x.handle = handle;
+  x.workspace_bytes = 32u << 20;
+  DSA_CUDA_CHECK(cudaMalloc(&x.workspace, x.workspace_bytes));
+  return per_stream.emplace(stream, x).first->second;
 }
 
 void choose_algo(Plan& p, const char* where) {

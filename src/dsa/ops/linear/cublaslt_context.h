@@ -1,7 +1,7 @@
-// The process-wide cuBLASLt handle and workspace shared by every cuBLASLt call site (dense
-// linear layers, head_matmul). One handle and one 32 MB workspace per process, used on the legacy
-// default stream like the kernels, so calls are serialised and may share the workspace
-// (single-device assumption, noted in docs/perf/moe-linear-cublaslt.md). Only with CUDA.
+// The cuBLASLt handle and workspace of every cuBLASLt call site (dense linear layers,
+// head_matmul): one handle per process and one 32 MB workspace per stream (allocated on the
+// device current at the stream's first call), so that streams running at once (tensor-parallel
+// ranks, one thread and stream each) never share a workspace. Only with CUDA.
 #pragma once
 #ifdef DSA_WITH_CUDA
 #include <cublasLt.h>
@@ -15,7 +15,8 @@ struct Context {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
 };
-// Created on first use (throws dsa::Error when cuBLASLt or the workspace allocation fails).
+// The handle and the current stream's workspace, created on first use (throws dsa::Error when
+// cuBLASLt or the workspace allocation fails). Thread-safe.
 const Context& context();
 
 // A matmul described for cuBLASLt (descriptor, A/B/D layouts) and the algorithm its heuristic

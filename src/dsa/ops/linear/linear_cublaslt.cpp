@@ -2,8 +2,9 @@
 // (A = weight with BLK128x128_32F scales, B = activations with VEC128_32F scales).
 // Row-major out[T][N] = x[T][K] W[N][K]^T is the column-major D(N x T) = op(A) B with
 // A = W seen as K x N column-major and transa = T ("TN", the layout FP8 GEMMs require).
-// Descriptors and the chosen algorithm are cached per shape; handle and workspace are the
-// process-wide ones of cublaslt_context.h (single-device assumption, noted in the docs).
+// Descriptors and the chosen algorithm are cached per shape (FP8: per shape and stream, since
+// each call sets its scale pointers on the descriptor); the workspace is the stream's
+// (cublaslt_context.h), so ranks on their own threads and streams never share mutable state.
 #include "dsa/ops/linear/cuda_ops.h"
 
 #ifdef DSA_WITH_CUDA
@@ -39,10 +40,10 @@ std::pair<int, int> scale_layout() {
 
 // Builds (or fetches) the plan for one problem. fp8: block-scaled e4m3 x e4m3 -> bf16.
 Plan& plan(bool fp8, int64_t T, int64_t N, int64_t K, bool out_f32) {
-  static std::map<std::tuple<bool, int64_t, int64_t, int64_t, bool>, Plan> cache;
+  static std::map<std::tuple<bool, int64_t, int64_t, int64_t, bool, cudaStream_t>, Plan> cache;
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_tuple(fp8, T, N, K, out_f32);
+  auto key = std::make_tuple(fp8, T, N, K, out_f32, fp8 ? DSA_CURRENT_STREAM : cudaStream_t{});
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   Plan p;
@@ -125,8 +126,12 @@ bool linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor&
   if (T == 0 || N == 0) return true;
   if (!plan(true, T, N, K, false).ok) return false;
   const auto [la, lb] = scale_layout();
-  // Activations: e4m3 values and fp32 scales (scratch grown on demand).
-  static Tensor q, s;
+  // Activations: e4m3 values and fp32 scales (scratch grown on demand, one pair per stream).
+  static std::mutex scratch_mu;
+  static std::map<cudaStream_t, std::pair<Tensor, Tensor>> scratch;
+  std::unique_lock<std::mutex> scratch_lock(scratch_mu);
+  auto& [q, s] = scratch[DSA_CURRENT_STREAM];
+  scratch_lock.unlock();  // the pair is this stream's alone
   cuda_memory::PersistentScope persistent;  // grown on demand, kept across steps
   if (!q.defined() || q.numel() < T * K) q = Tensor::empty({T * K}, DType::E4M3, x.device());
   if (!s.defined() || s.numel() < T * (K / 128)) s = Tensor::empty({T * (K / 128)}, DType::F32, x.device());
