@@ -3,6 +3,7 @@
 // default tactic asks the installed tactic chooser (tuned tactics) per routed GEMM.
 #include <cmath>
 #include <mutex>
+#include <vector>
 
 #include "common/testing.h"
 #include "dsa/core/cuda_memory.h"
@@ -120,6 +121,32 @@ TEST(MoeLayer, CpuMatchesPerTokenReference) {
         ASSERT_TRUE(std::isfinite(g));
         ASSERT_NEAR(g, want[h], 2e-2 * std::fabs(want[h]) + 2e-3) << "variant=" << variant << " t=" << t << " h=" << h;
       }
+    }
+  }
+}
+
+// The workspace only grows: calls of 8, 2, 5 and 8 tokens after a first call of 8 keep every
+// buffer where it was (a moved buffer invalidates every CUDA graph, engine/step_graphs.h), and
+// each call gives what a fresh workspace gives, bit for bit.
+TEST(MoeLayer, WorkspaceOnlyGrowsAndShorterCallsMatchAFreshOne) {
+  Rng rng;
+  for (int variant : {0, 1}) {  // V4 MXFP4 (no shared-expert change), GLM FP8
+    Model m = make_model(variant == 1, false, 128, 128, 8, variant == 1 ? 3 : 2, rng);
+    MoeWorkspace ws;
+    std::vector<const void*> first;
+    for (int64_t T : {8, 2, 5, 8, 1}) {
+      Tensor x = random_bf16({T, m.H}, rng);
+      Tensor got = Tensor::empty({T, m.H}, DType::BF16), want = Tensor::empty({T, m.H}, DType::BF16);
+      poison(got);
+      moe_layer(x, Tensor(), m.w, m.p, got, ws);
+      MoeWorkspace fresh;
+      moe_layer(x, Tensor(), m.w, m.p, want, fresh);
+      for (int64_t i = 0; i < got.numel(); ++i)
+        ASSERT_EQ(got.data<uint16_t>()[i], want.data<uint16_t>()[i]) << "variant " << variant << " T=" << T << " i=" << i;
+      const std::vector<const void*> now{ws.logits.raw(), ws.topk_ids.raw(), ws.act.raw(), ws.y.raw(),
+                                         ws.layout.m_indices.raw(), ws.layout.dst_row.raw()};
+      if (first.empty()) first = now;
+      EXPECT_EQ(now, first) << "variant " << variant << ": a buffer moved at T=" << T;
     }
   }
 }

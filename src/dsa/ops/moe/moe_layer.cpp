@@ -1,18 +1,46 @@
 // The MoE layer as straight-line code over the MoE ops; runs wherever the tensors live.
 #include "dsa/ops/moe/moe_layer.h"
 
+#include <algorithm>
+
 #include "dsa/core/cuda_memory.h"
 #include "dsa/ops/moe/route_layout.h"
 #include "dsa/ops/tactics/tactic_chooser.h"
 
 namespace dsa::ops {
 
-// Reallocates t unless it already has this shape, dtype and device. The workspace lives across
-// steps, so it never comes from a step arena.
-static void ensure(Tensor& t, const Shape& shape, DType dtype, Device dev) {
-  if (t.defined() && t.shape() == shape && t.dtype() == dtype && t.device() == dev) return;
-  cuda_memory::PersistentScope persistent;
-  t = Tensor::empty(shape, dtype, dev);
+// The workspace (moe_layer.h) holds flat capacity buffers that only grow; a call works on views
+// of their first elements. Reallocating whenever the token count changed (as this did before)
+// moved device memory between steps of different sizes, and every move invalidates the CUDA
+// graphs of every step shape (engine/step_graphs.h): decode buckets of 1, 2, 4, 8 rows or a
+// verification of N + 1 tokens beside MTP steps of 1 then never replayed. The capacity lives
+// across steps, so it never comes from a step arena.
+static Tensor view_of(Tensor& cap, const Shape& shape, DType dtype, Device dev) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (!cap.defined() || cap.dtype() != dtype || cap.device() != dev || cap.numel() < n) {
+    cuda_memory::PersistentScope persistent;
+    cap = Tensor::empty({std::max<int64_t>(n, 1)}, dtype, dev);
+  }
+  return cap.slice(0, 0, n).reshape(shape);
+}
+
+// The expert layout of T tokens as views of a capacity layout allocated for at least T tokens
+// (same k, E, alignment and device); the views have exactly the shapes make_moe_layout gives.
+static MoeLayout layout_view(MoeLayout& cap, int64_t T, int64_t k, int64_t E, int64_t alignment, Device dev) {
+  if (!cap.m_indices.defined() || cap.tokens < T || cap.topk != k || cap.experts != E || cap.alignment != alignment ||
+      cap.m_indices.device() != dev) {
+    cuda_memory::PersistentScope persistent;
+    cap = make_moe_layout(std::max(T, cap.m_indices.defined() && cap.topk == k && cap.experts == E ? cap.tokens : 0),
+                          k, E, alignment, dev);
+  }
+  MoeLayout l = cap;
+  l.tokens = T;
+  l.rows_cap = moe_rows_upper_bound(T, k, E, alignment);
+  l.m_indices = cap.m_indices.slice(0, 0, l.rows_cap);
+  l.src_token = cap.src_token.slice(0, 0, l.rows_cap);
+  l.dst_row = cap.dst_row.slice(0, 0, T);
+  return l;
 }
 
 void moe_layer(const Tensor& x, const Tensor& token_ids, const MoeLayerWeights& w, const MoeLayerParams& p,
@@ -33,18 +61,13 @@ void moe_layer(const Tensor& x, const Tensor& token_ids, const MoeLayerWeights& 
   DSA_CHECK(!hash || token_ids.defined(), "moe_layer: hash routing (tid2eid given) needs token_ids");
   const int64_t k = p.router.topk;
 
-  ensure(ws.logits, {T, E}, DType::F32, dev);
-  ensure(ws.topk_ids, {T, k}, DType::I32, dev);
-  ensure(ws.topk_weights, {T, k}, DType::F32, dev);
-  MoeLayout& l = ws.layout;
-  if (!l.m_indices.defined() || l.tokens != T || l.topk != k || l.experts != E || l.alignment != p.alignment ||
-      l.m_indices.device() != dev) {
-    cuda_memory::PersistentScope persistent;
-    l = make_moe_layout(T, k, E, p.alignment, dev);
-  }
-  router_logits(x, w.gate, ws.logits);
+  Tensor logits = view_of(ws.logits, {T, E}, DType::F32, dev);
+  Tensor topk_ids = view_of(ws.topk_ids, {T, k}, DType::I32, dev);
+  Tensor topk_weights = view_of(ws.topk_weights, {T, k}, DType::F32, dev);
+  MoeLayout l = layout_view(ws.layout, T, k, E, p.alignment, dev);
+  router_logits(x, w.gate, logits);
   // Routing (score or hash) and the expert layout: one launch on CUDA for decode sizes.
-  route_and_layout(ws.logits, w.gate_bias, hash ? token_ids : Tensor(), w.tid2eid, ws.topk_ids, ws.topk_weights,
+  route_and_layout(logits, w.gate_bias, hash ? token_ids : Tensor(), w.tid2eid, topk_ids, topk_weights,
                    p.router, l);
 
   ExpertGemmParams gp;
@@ -63,27 +86,26 @@ void moe_layer(const Tensor& x, const Tensor& token_ids, const MoeLayerWeights& 
     s = ExpertGemmShape{w.w2.format, E, k, H, I2 / 2, false, p.alignment, T};
     dp.tactic = choose_expert_gemm_tactic(s);
   }
-  ensure(ws.act, {l.rows_cap, I2 / 2}, DType::BF16, dev);
-  expert_gemm(x, l.src_token, l.m_indices, w.w13, ws.act, gp);  // gather + gate/up + SwiGLU
-  ensure(ws.y, {l.rows_cap, H}, DType::BF16, dev);
-  expert_gemm(ws.act, Tensor(), l.m_indices, w.w2, ws.y, dp);
+  Tensor act = view_of(ws.act, {l.rows_cap, I2 / 2}, DType::BF16, dev);
+  expert_gemm(x, l.src_token, l.m_indices, w.w13, act, gp);  // gather + gate/up + SwiGLU
+  Tensor y = view_of(ws.y, {l.rows_cap, H}, DType::BF16, dev);
+  expert_gemm(act, Tensor(), l.m_indices, w.w2, y, dp);
 
   Tensor shared;
   if (w.shared_w13.weight.defined()) {
     w.shared_w13.validate("moe_layer: shared_w13");
     w.shared_w2.validate("moe_layer: shared_w2");
     const int64_t Is2 = w.shared_w13.n();
-    ensure(ws.shared_act, {T, Is2 / 2}, DType::BF16, dev);
-    ensure(ws.shared_out, {T, H}, DType::BF16, dev);
+    Tensor shared_act = view_of(ws.shared_act, {T, Is2 / 2}, DType::BF16, dev);
+    shared = view_of(ws.shared_out, {T, H}, DType::BF16, dev);
     ExpertGemmParams sp;
     sp.fuse_swiglu = true;
     sp.swiglu_limit = p.swiglu_limit;
-    expert_gemm(x, Tensor(), Tensor(), w.shared_w13, ws.shared_act, sp);
-    expert_gemm(ws.shared_act, Tensor(), Tensor(), w.shared_w2, ws.shared_out, ExpertGemmParams{});
-    shared = ws.shared_out;
+    expert_gemm(x, Tensor(), Tensor(), w.shared_w13, shared_act, sp);
+    expert_gemm(shared_act, Tensor(), Tensor(), w.shared_w2, shared, ExpertGemmParams{});
   }
   out.check("moe_layer: out", DType::BF16, {T, H});
-  moe_combine(ws.y, l, ws.topk_weights, shared, out);
+  moe_combine(y, l, topk_weights, shared, out);
 }
 
 }  // namespace dsa::ops
