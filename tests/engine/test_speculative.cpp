@@ -250,21 +250,36 @@ TEST_P(SpeculativeTest, ForcedDraftsAllAcceptedOrAllRejectedKeepTheOutput) {
   }
 }
 
+// The successor map of the scripted tests: 2 -> 3 -> ... -> 30 -> 2 (a cycle: the reply never ends).
+std::map<int32_t, int32_t> cycle_2_to_30() {
+  std::map<int32_t, int32_t> next;
+  for (int32_t i = 2; i < 30; ++i) next[i] = i + 1;
+  next[30] = 2;
+  return next;
+}
+
+// A tiny checkpoint (seed 5) whose weights follow `next` at `margin` (model/scripted_weights.h),
+// its MTP layer predicting the script too when `predicting`, in a temporary directory named by
+// `tag` (the caller removes it).
+std::filesystem::path scripted_checkpoint(const std::string& arch, const std::string& tag,
+                                          const std::map<int32_t, int32_t>& next, double margin, bool predicting) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dsa_spec_" + tag + "_" + arch + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  TinyOptions t;
+  t.arch = arch;
+  t.seed = 5;
+  make_tiny_checkpoint(t, dir.string());
+  model::apply_scripted_weights(dir.string(), next, margin);
+  if (predicting) model::apply_predicting_mtp(dir.string());
+  return dir;
+}
+
 // A scripted checkpoint whose MTP layer predicts the script (model/scripted_weights.h): its real
 // drafts (no hook) are accepted, so a step emits up to N + 1 tokens, and the output is the script.
 TEST_P(SpeculativeTest, PredictingMtpLayerDraftsAreAccepted) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("dsa_spec_script_" + GetParam() + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  TinyOptions t;
-  t.arch = GetParam();
-  t.seed = 5;
-  make_tiny_checkpoint(t, dir.string());
-  std::map<int32_t, int32_t> next;
-  for (int32_t i = 2; i < 30; ++i) next[i] = i + 1;
-  next[30] = 2;  // a cycle: the reply never ends
-  model::apply_scripted_weights(dir.string(), next);
-  model::apply_predicting_mtp(dir.string());
+  const std::map<int32_t, int32_t> next = cycle_2_to_30();
+  const std::filesystem::path dir = scripted_checkpoint(GetParam(), "script", next, 40.0, true);
   auto lm = model::load_causal_lm(dir.string(), Device::cpu(), {.progress = false, .mtp = true});
   // The third request stops on token 20, inside an accepted span.
   const std::vector<std::vector<int32_t>> prompts{{100, 200, 7}, {300, 12}, {55, 4}};
@@ -322,19 +337,7 @@ TEST(SpeculativePreemption, GlmPreemptedWhileSpeculating) {
 // target's, so the rejection rule accepts nearly every draft, while exact match accepts a draft
 // only when the target's own draw equals the MTP layer's argmax (almost never on flat rows).
 std::filesystem::path predicting_low_margin_checkpoint(const std::string& arch, const std::string& tag) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("dsa_spec_" + tag + "_" + arch + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  TinyOptions t;
-  t.arch = arch;
-  t.seed = 5;
-  make_tiny_checkpoint(t, dir.string());
-  std::map<int32_t, int32_t> next;
-  for (int32_t i = 2; i < 30; ++i) next[i] = i + 1;
-  next[30] = 2;
-  model::apply_scripted_weights(dir.string(), next, /*margin=*/6.0);
-  model::apply_predicting_mtp(dir.string());
-  return dir;
+  return scripted_checkpoint(arch, tag, cycle_2_to_30(), /*margin=*/6.0, true);
 }
 
 TEST_P(SpeculativeTest, PredictingMtpLayerSampledDraftsAreAccepted) {
@@ -374,17 +377,10 @@ TEST_P(SpeculativeTest, PredictingMtpLayerSampledDraftsAreAccepted) {
 // drafts are accepted (sum min(p, q): p's flat part); a rule that kept more of the nearly flat
 // drafts would pull the rate towards the MTP layer's own, about 1/512.
 TEST_P(SpeculativeTest, RejectionKeepsTheTargetDistributionWithAWrongDraftModel) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("dsa_spec_cycle_" + GetParam() + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  TinyOptions t;
-  t.arch = GetParam();
-  t.seed = 5;
-  make_tiny_checkpoint(t, dir.string());
   const int32_t V = static_cast<int32_t>(vocab());
   std::map<int32_t, int32_t> next;
   for (int32_t i = 0; i < V; ++i) next[i] = (i + 1) % V;
-  model::apply_scripted_weights(dir.string(), next, /*margin=*/6.0);
+  const std::filesystem::path dir = scripted_checkpoint(GetParam(), "cycle", next, /*margin=*/6.0, false);
   auto lm = model::load_causal_lm(dir.string(), Device::cpu(), {.progress = false, .mtp = true});
   const auto prompts = random_prompts({3, 4, 2, 5, 3, 2}, V, 41);
   std::vector<SamplingParams> params;
@@ -521,21 +517,10 @@ TEST_P(SpeculativeTest, CudaGreedyOutputEqualsDecodingWithoutDrafts) {
 }
 
 // On CUDA, the scripted checkpoint's predicting MTP layer: every draft accepted, the output is
-// the script, with graphs on (verification steps of N + 1 tokens replayed).
+// the script (CUDA graphs on: the default).
 TEST_P(SpeculativeTest, CudaPredictingMtpLayerDraftsAreAccepted) {
   DSA_REQUIRE_CUDA();
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("dsa_spec_cuda_" + GetParam() + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  TinyOptions t;
-  t.arch = GetParam();
-  t.seed = 5;
-  make_tiny_checkpoint(t, dir.string());
-  std::map<int32_t, int32_t> next;
-  for (int32_t i = 2; i < 30; ++i) next[i] = i + 1;
-  next[30] = 2;
-  model::apply_scripted_weights(dir.string(), next);
-  model::apply_predicting_mtp(dir.string());
+  const std::filesystem::path dir = scripted_checkpoint(GetParam(), "cuda", cycle_2_to_30(), 40.0, true);
   auto lm = model::load_causal_lm(dir.string(), Device::cuda(0), {.progress = false, .mtp = true});
   const std::vector<std::vector<int32_t>> prompts{{100, 200, 7}, {300, 12}, {55, 4}};
   std::vector<SamplingParams> params{greedy(60), greedy(33), greedy(40)};
