@@ -18,7 +18,8 @@
 // eagerly, the layer times and weight bytes are rank 0's, and allreduce_KB is rank 0's all-reduce
 // payload per step.
 // Checkpoints: --model DIR, or --preset flash|pro|glm-5.1 (real shapes, fast-filled weights,
-// --layers of them, written to a temporary directory) or tiny-v4|tiny-glm (CPU smoke runs).
+// --layers of them, written to /dev/shm when it has room, else the temporary directory, and
+// deleted once loaded) or tiny-v4|tiny-glm (CPU smoke runs).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
