@@ -1,6 +1,7 @@
 #include "engine_models.h"
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 
@@ -25,6 +26,13 @@ struct TinyDir {
   ~TinyDir() { std::filesystem::remove_all(path); }
 };
 }  // namespace
+
+void set_config_fields(const std::string& dir, const nlohmann::json& fields) {
+  const std::filesystem::path path = std::filesystem::path(dir) / "config.json";
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(path));
+  for (const auto& [k, v] : fields.items()) cfg[k] = v;
+  std::ofstream(path) << cfg.dump(2);
+}
 
 const std::string& tiny_model_dir(const std::string& arch) {
   static std::map<std::string, std::unique_ptr<TinyDir>> dirs;

@@ -7,12 +7,18 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "dsa/model/causal_lm.h"
 
 namespace dsa::engine::test {
 
 const std::string& tiny_model_dir(const std::string& arch);  // "glm_moe_dsa" or "deepseek_v4"
 std::unique_ptr<model::CausalLM> load_tiny_lm(const std::string& arch);  // MTP layer loaded
+
+// Sets top-level fields of the config.json in checkpoint directory `dir` (a tiny checkpoint
+// with another context, top-k, ...).
+void set_config_fields(const std::string& dir, const nlohmann::json& fields);
 
 // Prompts of the given lengths with ids in [2, vocab) (0 and 1 avoided: 1 is the tiny eos).
 std::vector<std::vector<int32_t>> random_prompts(const std::vector<int64_t>& lengths, int64_t vocab, uint64_t seed);

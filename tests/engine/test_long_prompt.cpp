@@ -12,12 +12,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "common/testing.h"
 #include "dsa/engine/session.h"
@@ -89,9 +87,7 @@ TEST_P(LongPrompt, CudaChunkedPrefillAt64KTokens) {
   t.arch = GetParam();
   t.seed = 1;
   make_tiny_checkpoint(t, dir.string());
-  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir / "config.json"));
-  cfg["max_position_embeddings"] = 131072;
-  std::ofstream(dir / "config.json") << cfg.dump(2);
+  set_config_fields(dir.string(), {{"max_position_embeddings", 131072}});
   auto lm = model::load_causal_lm(dir.string(), Device::cuda(0), {.progress = false});
   constexpr int64_t n = 65536;
   std::printf("prompt seed 23, %lld tokens\n", static_cast<long long>(n));

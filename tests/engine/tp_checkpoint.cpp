@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dsa/model/checkpoint_tiny.h"
+#include "engine_models.h"
 
 namespace dsa::engine::test {
 namespace {
@@ -30,11 +31,8 @@ struct TpDir {
     o.intermediate = 512;
     o.fp8 = fp8;
     make_tiny_checkpoint(o, path.string());
-    const auto cfg_path = path / "config.json";
-    nlohmann::json cfg = nlohmann::json::parse(std::ifstream(cfg_path));
-    cfg["index_topk"] = index_topk;
-    cfg["num_experts_per_tok"] = cfg.at("n_routed_experts");
-    std::ofstream(cfg_path) << cfg.dump(2);
+    const int64_t experts = nlohmann::json::parse(std::ifstream(path / "config.json")).at("n_routed_experts");
+    set_config_fields(path.string(), {{"index_topk", index_topk}, {"num_experts_per_tok", experts}});
     str = path.string();
   }
   ~TpDir() { std::filesystem::remove_all(path); }

@@ -20,7 +20,7 @@ void check(cublasStatus_t status, const char* where, const char* expr) {
 // stream: streams that run at once (tensor-parallel ranks on their threads) must not share a
 // workspace. A stream's workspace is allocated on the device current at its first call (an eager
 // step: the first step of a shape never runs under capture) and kept for the process.
-const Context& context() {
+Context& context() {
   static const cublasLtHandle_t handle = [] {
     cublasLtHandle_t h = nullptr;
     DSA_CUBLASLT_CHECK("cuBLASLt set-up", cublasLtCreate(&h));

@@ -117,8 +117,9 @@ void linear_bf16(const Tensor& x, const Tensor& w, Tensor& out) {
   Plan& p = plan(false, T, N, K, out.dtype() == DType::F32);
   DSA_CHECK(p.ok, "linear_bf16: cuBLASLt found no algorithm for T={} N={} K={}", T, N, K);
   const float alpha = 1.f, beta = 0.f;
-  DSA_CUBLASLT_CHECK("linear", cublasLtMatmul(cublaslt::context().handle, p.op, &alpha, w.raw(), p.a, x.raw(), p.b, &beta, out.raw(), p.d, out.raw(),
-                                  p.d, &p.algo, cublaslt::context().workspace, cublaslt::context().workspace_bytes, DSA_CURRENT_STREAM));
+  const cublaslt::Context& ctx = cublaslt::context();
+  DSA_CUBLASLT_CHECK("linear", cublasLtMatmul(ctx.handle, p.op, &alpha, w.raw(), p.a, x.raw(), p.b, &beta, out.raw(), p.d, out.raw(),
+                                  p.d, &p.algo, ctx.workspace, ctx.workspace_bytes, DSA_CURRENT_STREAM));
 }
 
 bool linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor& out) {
@@ -126,12 +127,10 @@ bool linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor&
   if (T == 0 || N == 0) return true;
   if (!plan(true, T, N, K, false).ok) return false;
   const auto [la, lb] = scale_layout();
-  // Activations: e4m3 values and fp32 scales (scratch grown on demand, one pair per stream).
-  static std::mutex scratch_mu;
-  static std::map<cudaStream_t, std::pair<Tensor, Tensor>> scratch;
-  std::unique_lock<std::mutex> scratch_lock(scratch_mu);
-  auto& [q, s] = scratch[DSA_CURRENT_STREAM];
-  scratch_lock.unlock();  // the pair is this stream's alone
+  // Activations: e4m3 values and fp32 scales (the stream's scratch, grown on demand).
+  cublaslt::Context& ctx = cublaslt::context();
+  Tensor& q = ctx.fp8_act;
+  Tensor& s = ctx.fp8_act_scale;
   cuda_memory::PersistentScope persistent;  // grown on demand, kept across steps
   if (!q.defined() || q.numel() < T * K) q = Tensor::empty({T * K}, DType::E4M3, x.device());
   if (!s.defined() || s.numel() < T * (K / 128)) s = Tensor::empty({T * (K / 128)}, DType::F32, x.device());
@@ -145,8 +144,8 @@ bool linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor&
   DSA_CUBLASLT_CHECK("linear", cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ws, sizeof ws));
   DSA_CUBLASLT_CHECK("linear", cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &as, sizeof as));
   const float alpha = 1.f, beta = 0.f;
-  DSA_CUBLASLT_CHECK("linear", cublasLtMatmul(cublaslt::context().handle, p.op, &alpha, w.weight.raw(), p.a, qv.raw(), p.b, &beta, out.raw(), p.d,
-                                  out.raw(), p.d, &p.algo, cublaslt::context().workspace, cublaslt::context().workspace_bytes, DSA_CURRENT_STREAM));
+  DSA_CUBLASLT_CHECK("linear", cublasLtMatmul(ctx.handle, p.op, &alpha, w.weight.raw(), p.a, qv.raw(), p.b, &beta, out.raw(), p.d,
+                                  out.raw(), p.d, &p.algo, ctx.workspace, ctx.workspace_bytes, DSA_CURRENT_STREAM));
   return true;
 }
 

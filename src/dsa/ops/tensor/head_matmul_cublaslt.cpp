@@ -79,8 +79,9 @@ bool head_matmul_cublaslt(const HeadMatmulArgs& a) {
   Plan& p = plan(a);
   if (!p.ok) return false;
   const float alpha = 1.f, beta = 0.f;
-  DSA_CUBLASLT_CHECK("head_matmul", cublasLtMatmul(cublaslt::context().handle, p.op, &alpha, a.w, p.a, a.x, p.b, &beta, a.out, p.d, a.out, p.d, &p.algo,
-                                     cublaslt::context().workspace, cublaslt::context().workspace_bytes, DSA_CURRENT_STREAM));
+  const cublaslt::Context& ctx = cublaslt::context();
+  DSA_CUBLASLT_CHECK("head_matmul", cublasLtMatmul(ctx.handle, p.op, &alpha, a.w, p.a, a.x, p.b, &beta, a.out, p.d, a.out, p.d, &p.algo,
+                                     ctx.workspace, ctx.workspace_bytes, DSA_CURRENT_STREAM));
   return true;
 }
 
