@@ -1,12 +1,17 @@
 // CUDA sparse-MLA decode vs the CPU reference on fresh random inputs: both cache forms, page
 // sizes 64 and 256, every head count, T in {1, 3, 64, 300}, -1 / duplicate / out-of-range
 // entries, partial and empty rows, sink on and off; every tactic. Outputs are poisoned first.
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "common/sparse_mla_problem.h"
+#include "dsa/core/cuda_stream.h"
 
 namespace dsa::test {
 namespace {
@@ -186,6 +191,54 @@ TEST(SparseMlaCuda, NoUsableKeyGivesZeroAndMinusInf) {
     }
     EXPECT_TRUE(matches(got, ref, true)) << "tactic " << tactic;
   }
+}
+
+// Two threads on two streams decoding at the same time with a split tactic (the split partials
+// live in scratch memory) give what each gives alone, bit for bit. Tensor-parallel ranks on one
+// GPU do this; the split scratch was once one buffer per device, and their partials mixed.
+TEST(SparseMlaCuda, ConcurrentStreamsKeepTheirOwnSplitPartials) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  std::vector<Problem> probs;
+  for (int i = 0; i < 2; ++i) {
+    Form f;
+    f.kind = KvCacheKind::Fp8DsMla;
+    f.H = 64;
+    f.T = 3;
+    f.main_k = 1024;
+    f.sink = false;
+    f.awkward = false;
+    probs.push_back(make_problem(f, rng));
+  }
+  Tensor o0 = Tensor::empty({3, 64, 512}, DType::BF16), l0 = Tensor::empty({3, 64}, DType::F32);
+  const auto tactics = ops::sparse_mla_tactics(probs[0].params(Device::cpu(), o0, l0));
+  int tactic = -1;
+  for (size_t k = 0; k < tactics.size(); ++k)
+    if (tactics[k].splits >= 8) tactic = static_cast<int>(k);
+  ASSERT_GE(tactic, 0) << "no tactic with 8 or more splits";
+  std::vector<Result> alone;
+  for (const Problem& p : probs) alone.push_back(run_cuda(p, tactic));
+  std::vector<int> mismatches(2, 0);
+  auto body = [&](int i) {
+    cuda_stream::Stream stream(0);
+    cuda_stream::StreamScope on(stream.get());
+    const Device dev = Device::cuda(0);
+    Tensor o = Tensor::empty({3, 64, 512}, DType::BF16, dev), lse = Tensor::empty({3, 64}, DType::F32, dev);
+    const ops::SparseMlaParams params = probs[static_cast<size_t>(i)].params(dev, o, lse);
+    for (int round = 0; round < 20; ++round) {
+      for (int k = 0; k < 8; ++k) ops::sparse_mla_decode(params, tactic);
+      const Tensor got = o.to(Device::cpu());
+      const Tensor& want = alone[static_cast<size_t>(i)].o;
+      if (std::memcmp(got.raw(), want.raw(), want.nbytes()) != 0) ++mismatches[static_cast<size_t>(i)];
+    }
+  };
+  std::thread other(body, 1);
+  body(0);
+  other.join();
+  std::printf("tactic %s: rounds that differed from the lone run: %d, %d (of 20 each)\n",
+              tactics[static_cast<size_t>(tactic)].name().c_str(), mismatches[0], mismatches[1]);
+  EXPECT_EQ(mismatches[0], 0);
+  EXPECT_EQ(mismatches[1], 0);
 }
 
 TEST(SparseMlaCuda, ReportsWhetherItCanRun) {

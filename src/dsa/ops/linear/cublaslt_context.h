@@ -1,6 +1,6 @@
 // The cuBLASLt handle and workspace of every cuBLASLt call site (dense linear layers,
-// head_matmul): one handle per process and one 32 MB workspace (and FP8 activation scratch) per
-// stream (allocated on the device current at the stream's first call), so that streams running at once (tensor-parallel
+// head_matmul): one handle per process and one 32 MB workspace per stream (allocated on the
+// device current at the stream's first call), so that streams running at once (tensor-parallel
 // ranks, one thread and stream each) never share a workspace. Only with CUDA.
 #pragma once
 #ifdef DSA_WITH_CUDA
@@ -16,11 +16,9 @@ struct Context {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
-  Tensor fp8_act, fp8_act_scale;  // the FP8 linear's quantized activations and their scales (grown on demand)
 };
-// The handle and the current stream's workspace and scratch, created on first use (throws
-// dsa::Error when cuBLASLt or the workspace allocation fails). Thread-safe; the scratch belongs
-// to the stream's thread.
+// The handle and the current stream's workspace, created on first use (throws dsa::Error when
+// cuBLASLt or the workspace allocation fails). Thread-safe.
 Context& context();
 
 // A matmul described for cuBLASLt (descriptor, A/B/D layouts) and the algorithm its heuristic

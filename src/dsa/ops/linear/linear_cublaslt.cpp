@@ -20,6 +20,7 @@
 
 #include "dsa/core/cuda_check.h"
 #include "dsa/core/cuda_memory.h"
+#include "dsa/core/stream_scratch.h"
 #include "dsa/core/cuda_stream.h"
 #include "dsa/ops/linear/cublaslt_context.h"
 #include "dsa/ops/linear/cuda/kernels.h"
@@ -69,27 +70,34 @@ Plan& plan(bool fp8, int64_t T, int64_t N, int64_t K, bool out_f32) {
   return cache.emplace(key, p).first->second;
 }
 
-// Weight scales in the layout cuBLASLt is given, converted once per (pointer, layout).
+// Weight scales in the layout cuBLASLt is given, converted once per (tensor, layout). The entry
+// holds the source tensor too: while it is cached its memory cannot be freed and handed to
+// another weight's scales, whose address would then find this entry's stale conversion.
 const float* weight_scales(const Tensor& scale, int layout) {
-  static std::map<std::tuple<const void*, int>, Tensor> cache;
+  struct Converted {
+    Tensor source, out;
+  };
+  static std::map<std::tuple<const void*, int, int64_t, int64_t>, Converted> cache;
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_tuple(scale.raw(), layout);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second.data<float>();
   const int64_t NB = scale.size(0), KB = scale.size(1);
+  auto key = std::make_tuple(scale.raw(), layout, NB, KB);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second.out.data<float>();
   const int64_t ld = layout == 2 ? (NB + 3) / 4 * 4 : NB;
   cuda_memory::PersistentScope persistent;  // cached across steps
   Tensor out = Tensor::zeros({layout == 0 ? NB * KB : KB * ld}, DType::F32, scale.device());
   cuda::launch_weight_scales(scale.raw(), scale.dtype() == DType::F32, NB, KB, layout, ld, out.data<float>());
   DSA_CUDA_CHECK_LAUNCH();
-  return cache.emplace(key, out).first->second.data<float>();
+  return cache.emplace(key, Converted{scale, out}).first->second.out.data<float>();
 }
 
 }  // namespace
 
 bool cublaslt_fp8_block_supported(int dev) {
   static std::map<int, bool> known;
+  static std::mutex mu;  // tensor-parallel rank threads ask at the same time
+  std::lock_guard<std::mutex> lock(mu);
   auto it = known.find(dev);
   if (it != known.end()) return it->second;
   int count = 0;
@@ -127,15 +135,17 @@ bool linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor&
   if (T == 0 || N == 0) return true;
   if (!plan(true, T, N, K, false).ok) return false;
   const auto [la, lb] = scale_layout();
-  // Activations: e4m3 values and fp32 scales (the stream's scratch, grown on demand).
+  // Activations: e4m3 values and fp32 scales, in the stream's grow-only scratch.
   cublaslt::Context& ctx = cublaslt::context();
-  Tensor& q = ctx.fp8_act;
-  Tensor& s = ctx.fp8_act_scale;
-  cuda_memory::PersistentScope persistent;  // grown on demand, kept across steps
-  if (!q.defined() || q.numel() < T * K) q = Tensor::empty({T * K}, DType::E4M3, x.device());
-  if (!s.defined() || s.numel() < T * (K / 128)) s = Tensor::empty({T * (K / 128)}, DType::F32, x.device());
-  Tensor qv = q.slice(0, 0, T * K).reshape({T, K});
-  Tensor sv = s.slice(0, 0, T * (K / 128));
+  const int dev = x.device().index;
+  void* stream = DSA_CURRENT_STREAM;
+  Tensor qv = Tensor::from_blob(
+      cuda_memory::stream_scratch("linear.fp8_act", dev, stream, static_cast<size_t>(T * K)).ptr, {T, K}, DType::E4M3,
+      x.device());
+  Tensor sv = Tensor::from_blob(cuda_memory::stream_scratch("linear.fp8_act_scale", dev, stream,
+                                                            static_cast<size_t>(T * (K / 128)) * sizeof(float))
+                                    .ptr,
+                                {T * (K / 128)}, DType::F32, x.device());
   cuda::launch_act_quant(x.raw(), T, K, static_cast<uint8_t*>(qv.raw()), sv.data<float>(), lb == 1, nullptr);
   DSA_CUDA_CHECK_LAUNCH();
   Plan& p = plan(true, T, N, K, false);

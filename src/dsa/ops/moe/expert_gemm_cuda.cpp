@@ -6,14 +6,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
-#include <utility>
-#include <vector>
+#include <cstdint>
 
 #include "dsa/core/cuda_check.h"
 #include "dsa/core/cuda_memory.h"
 #include "dsa/core/cuda_stream.h"
+#include "dsa/core/stream_scratch.h"
 #include "dsa/ops/moe/cuda/expert_gemm_args.h"
 #include "dsa/ops/moe/cuda_ops.h"
 
@@ -21,37 +19,28 @@ namespace dsa::ops::cuda {
 
 namespace {
 
-// Split-K workspace of one (device, stream): fp32 partials [splits][rows][N] and one counter per
-// output tile. Kernels on one stream run in order, so one buffer per stream is never used by two
-// launches at once. Grow-only, allocated outside the step arena (PersistentScope): after the
-// first calls of each shape (warm-up) a call allocates nothing, makes no host wait and enqueues
-// nothing but its kernel, so it can be captured into a CUDA graph. The counters are zeroed once
-// when allocated (cudaMemsetAsync on the stream, ordered before the first use) and every launch
-// leaves them at zero. Buffers outgrown are kept, not freed, so a graph captured earlier never
-// points at memory that was handed to someone else; the map itself is never destroyed (no CUDA
-// frees during process exit).
+// Split-K scratch (core/stream_scratch.h: one per device and stream, grow-only): fp32 partials
+// [splits][rows][N] and one counter per output tile. After the first calls of each shape
+// (warm-up) a call allocates nothing, makes no host wait and enqueues nothing but its kernel, so
+// it can be captured into a CUDA graph. The counters are zeroed once when allocated
+// (cudaMemsetAsync on the stream, ordered before the first use) and every launch leaves them at
+// zero.
 struct SplitWorkspace {
-  Tensor ws, counters;
-  std::vector<Tensor> retired;
+  float* ws = nullptr;
+  int32_t* counters = nullptr;
+  int64_t num_counters = 0;
 };
 
-SplitWorkspace& split_workspace(Device dev, int64_t floats, int64_t tiles) {
-  static std::mutex mu;
-  static auto* spaces = new std::map<std::pair<int, void*>, SplitWorkspace>();
-  std::lock_guard<std::mutex> lock(mu);
-  SplitWorkspace& w = (*spaces)[{dev.index, cuda_stream::current()}];
-  cuda_memory::PersistentScope persistent;
-  if (!w.ws.defined() || w.ws.numel() < floats) {
-    const int64_t n = std::max<int64_t>({floats, w.ws.defined() ? 2 * w.ws.numel() : 0, int64_t{1} << 20});
-    if (w.ws.defined()) w.retired.push_back(w.ws);
-    w.ws = Tensor::empty({n}, DType::F32, dev);
-  }
-  if (!w.counters.defined() || w.counters.numel() < tiles) {
-    const int64_t n = std::max<int64_t>({tiles, w.counters.defined() ? 2 * w.counters.numel() : 0, 1024});
-    if (w.counters.defined()) w.retired.push_back(w.counters);
-    w.counters = Tensor::empty({n}, DType::I32, dev);
-    cuda_memory::memset(w.counters.raw(), 0, w.counters.nbytes());
-  }
+SplitWorkspace split_workspace(Device dev, int64_t floats, int64_t tiles) {
+  void* stream = cuda_stream::current();
+  SplitWorkspace w;
+  w.ws = static_cast<float*>(
+      cuda_memory::stream_scratch("moe.split_partials", dev.index, stream, static_cast<size_t>(floats) * sizeof(float)).ptr);
+  const cuda_memory::Scratch c = cuda_memory::stream_scratch(
+      "moe.split_counters", dev.index, stream, static_cast<size_t>(std::max<int64_t>(tiles, 1024)) * sizeof(int32_t));
+  if (c.fresh) cuda_memory::memset(c.ptr, 0, c.bytes);
+  w.counters = static_cast<int32_t*>(c.ptr);
+  w.num_counters = static_cast<int64_t>(c.bytes / sizeof(int32_t));
   return w;
 }
 
@@ -115,10 +104,10 @@ void expert_gemm_dense(const Tensor& a, const Tensor& a_rows, const ExpertWeight
     // Tiles: at most one per 8 rows and 64 weight rows (the smallest CTA of any tactic; SwiGLU:
     // 32 output columns from 64 weight rows); the launcher refuses a grid with more.
     const int64_t tiles = (args.rows + 7) / 8 * ((args.N + 63) / 64);
-    SplitWorkspace& ws = split_workspace(a.device(), static_cast<int64_t>(sp.splits) * args.rows * args.N, tiles);
-    args.ws = ws.ws.data<float>();
-    args.counters = ws.counters.data<int32_t>();
-    args.num_counters = static_cast<int>(ws.counters.numel());
+    const SplitWorkspace ws = split_workspace(a.device(), static_cast<int64_t>(sp.splits) * args.rows * args.N, tiles);
+    args.ws = ws.ws;
+    args.counters = ws.counters;
+    args.num_counters = static_cast<int>(std::min<int64_t>(ws.num_counters, INT32_MAX));
   }
   launch(args, w.format, tactic, sp.chunks);
 }

@@ -9,34 +9,14 @@
 #include <vector>
 
 #include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_stream.h"
+#include "dsa/core/stream_scratch.h"
 #include "dsa/core/device.h"
 #include "dsa/formats/kv_layout.h"
 #include "dsa/ops/sparse_mla/cuda/portable/kernel_args.h"
 
 namespace dsa::ops::sparse_mla_cuda {
 namespace {
-
-// Grow-only device workspace for split partials, one per device. Growing frees the old buffer
-// (cudaFree synchronizes the device, so no kernel still uses it).
-struct Workspace {
-  std::mutex mu;
-  void* ptr = nullptr;
-  size_t bytes = 0;
-};
-void* workspace(int device, size_t bytes) {
-  static Workspace ws[16];
-  DSA_CHECK(device >= 0 && device < 16, "sparse_mla: device index {} out of range", device);
-  Workspace& w = ws[device];
-  std::lock_guard<std::mutex> lock(w.mu);
-  if (w.bytes < bytes) {
-    if (w.ptr) DSA_CUDA_CHECK(cudaFree(w.ptr));
-    w.ptr = nullptr;
-    w.bytes = 0;
-    DSA_CUDA_CHECK(cudaMalloc(&w.ptr, bytes));
-    w.bytes = bytes;
-  }
-  return w.ptr;
-}
 
 int log2_exact(int v) {
   int s = 0;
@@ -117,7 +97,11 @@ void launch(const SparseMlaParams& p, const SparseMlaTactic& t) {
   if (t.splits > 1) {
     const size_t rows = static_cast<size_t>(a.T) * a.H * t.splits;
     const size_t o_bytes = rows * 512 * sizeof(float);
-    auto* base = static_cast<char*>(workspace(dev, o_bytes + rows * sizeof(float)));
+    // Per stream (core/stream_scratch.h): tensor-parallel ranks on one GPU run attention at the
+    // same time on their own streams; one buffer per device let them overwrite each other's
+    // partials. Grow-only: a captured graph keeps its address.
+    auto* base = static_cast<char*>(
+        cuda_memory::stream_scratch("sparse_mla.split_partials", dev, p.stream ? p.stream : cuda_stream::current(), o_bytes + rows * sizeof(float)).ptr);
     a.o_part = reinterpret_cast<float*>(base);
     a.lse_part = reinterpret_cast<float*>(base + o_bytes);
   }
