@@ -227,3 +227,32 @@ TEST(ModelopsIndexer, CudaSelectFromGivenScores) {
   Tensor ih = idx_d.to(Device::cpu());
   for (int64_t i = 0; i < T * K; ++i) ASSERT_EQ(ih.data<int32_t>()[i], idx.data<int32_t>()[i]) << "slot " << i;
 }
+
+TEST(ModelopsIndexer, CudaSelectFromDistinctScoresOfLongRows) {
+  DSA_REQUIRE_CUDA();
+  // Distinct-looking float scores (the indexer's case): the radix search usually ends after a
+  // few key bytes, when the bin holding the rank is taken whole. Rows of a long context (262147
+  // compressed entries ~ 1M tokens at ratio 4) and of a 128K one, several magnitudes and signs,
+  // topk 512 and 2048; the CPU's selection index for index.
+  Rng rng(31);
+  const Device g = Device::cuda();
+  for (auto [N, K] : {std::pair<int64_t, int64_t>{262147, 512}, std::pair<int64_t, int64_t>{32768, 2048}}) {
+    const int64_t T = 3;
+    Tensor sc = Tensor::empty({T, N}, DType::F32);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < N; ++i)
+        sc.data<float>()[t * N + i] = t == 0 ? rng.uniform(0.f, 1.f) : t == 1 ? rng.uniform(-3.f, 40.f) : rng.uniform(-1e-3f, 1e-3f);
+    Tensor pos = Tensor::empty({T}, DType::I32);
+    pos.data<int32_t>()[0] = static_cast<int32_t>(N - 1), pos.data<int32_t>()[1] = static_cast<int32_t>(N / 2);
+    pos.data<int32_t>()[2] = static_cast<int32_t>(N - 7);
+    IndexerParams p = IndexerParams::glm(K);
+    Tensor idx = Tensor::empty({T, K}, DType::I32);
+    topk_select(sc, pos, p, idx);
+    Tensor idx_d = Tensor::empty({T, K}, DType::I32, g);
+    poison(idx_d);
+    topk_select(sc.to(g), pos.to(g), p, idx_d);
+    Tensor ih = idx_d.to(Device::cpu());
+    for (int64_t i = 0; i < T * K; ++i)
+      ASSERT_EQ(ih.data<int32_t>()[i], idx.data<int32_t>()[i]) << "N " << N << " slot " << i;
+  }
+}

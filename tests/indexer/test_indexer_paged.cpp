@@ -27,12 +27,17 @@ struct Problem {
   std::vector<int64_t> req_len;  // entries of each request
 };
 
-Problem make(int64_t ratio, int64_t H, Rng& rng) {
+// page: entries per page (16; 2 takes the CUDA kernel's 4-byte load path). long_rows: a request
+// of 700 entries (22 tiles of 32 on CUDA) instead of 77.
+Problem make(int64_t ratio, int64_t H, Rng& rng, int page = 16, bool long_rows = false) {
   Problem pr;
   pr.p = IndexerParams::v4(7, H, 128, ratio);
+  pr.page = page;
   const int P = pr.page;
-  pr.req_len = {40, 3, 77};  // entries per request
-  const int64_t R = 3, blocks = 5, pages = 16;
+  pr.req_len = {40, 3, long_rows ? 700 : 77};  // entries per request
+  const int64_t R = 3, blocks = (pr.req_len[2] + P - 1) / P + 1;
+  int64_t pages = 1;  // one spare
+  for (int64_t len : pr.req_len) pages += (len + P - 1) / P;
   pr.cache = Tensor::zeros({static_cast<int64_t>(formats::kv_page_bytes(formats::KvFormat::Indexer, P)) * pages}, DType::U8);
   pr.block_table = Tensor::empty({R, blocks}, DType::I32);
   std::vector<int32_t> perm(pages);
@@ -68,14 +73,14 @@ Problem make(int64_t ratio, int64_t H, Rng& rng) {
   std::copy(pos.begin(), pos.end(), pr.positions.data<int32_t>());
   pr.q = random_bf16({T, H, 128}, rng);
   pr.weights = random_f32({T, H}, rng);
-  pr.N = 80;  // more than any request holds
+  pr.N = pr.req_len[2] + 3;  // more than any request holds
   return pr;
 }
 
 // Per-request form: gather the request's keys (missing pages -> zero rows, masked below) and
 // score them densely.
 Tensor reference(const Problem& pr) {
-  const int64_t T = pr.q.size(0), H = pr.q.size(1), blocks = pr.block_table.size(1);
+  const int64_t T = pr.q.size(0), blocks = pr.block_table.size(1);
   Tensor out = Tensor::empty({T, pr.N}, DType::F32);
   for (int64_t t = 0; t < T; ++t) {
     const int32_t r = pr.token_req.data<int32_t>()[t];
@@ -124,13 +129,23 @@ TEST(ModelopsIndexerPaged, CpuEqualsPerRequestGatherForm) {
     }
 }
 
+// Head counts on both sides of the kernel's heads-per-warp steps (8 warps x 1, 2, 4, 8), both
+// load paths (pages of 16 and 2 entries), one tile and many.
 TEST(ModelopsIndexerPaged, CudaMatchesCpu) {
   DSA_REQUIRE_CUDA();
   Rng rng;
   const Device g = Device::cuda(0);
+  struct Case {
+    int64_t H;
+    int page;
+    bool long_rows;
+  };
+  const Case cases[] = {{1, 16, false}, {5, 16, false}, {9, 2, false}, {17, 16, true},
+                        {32, 16, false}, {33, 2, true}, {64, 16, true}};
   for (int64_t ratio : {1, 4})
-    for (int64_t H : {5, 32, 64}) {
-      Problem pr = make(ratio, H, rng);
+    for (const Case& c : cases) {
+      const int64_t H = c.H;
+      Problem pr = make(ratio, H, rng, c.page, c.long_rows);
       Tensor want = Tensor::empty({pr.q.size(0), pr.N}, DType::F32);
       indexer_scores_paged(pr.q, {pr.cache, pr.page, pr.block_table, pr.token_req}, pr.weights, pr.positions, pr.p,
                            want);
@@ -138,7 +153,8 @@ TEST(ModelopsIndexerPaged, CudaMatchesCpu) {
       poison(got);
       indexer_scores_paged(pr.q.to(g), {pr.cache.to(g), pr.page, pr.block_table.to(g), pr.token_req.to(g)},
                            pr.weights.to(g), pr.positions.to(g), pr.p, got);
-      expect_scores(got, want, 1e-4, fmt::format("cuda ratio {} heads {}", ratio, H));
+      expect_scores(got, want, 1e-4,
+                    fmt::format("cuda ratio {} heads {} page {} entries {}", ratio, H, c.page, pr.N));
     }
 }
 

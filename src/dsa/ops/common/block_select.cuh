@@ -27,28 +27,55 @@ struct RadixScratch {
   uint32_t hist[256];
   uint64_t prefix;
   int64_t remaining;
+  int done;
 };
 
-// The k-th largest (1 <= k <= n) of the n unique keys key(0..n-1): 8 passes over the key bytes,
-// each a 256-bin shared-memory histogram of the keys that share the prefix found so far; warp 0
-// finds the digit holding the rank from suffix sums over its lanes (lane l owns digits
-// [8l, 8l + 8)). Exactly k keys are >= the result.
+// A threshold key with exactly k (1 <= k <= n) of the n unique keys key(0..n-1) >= it: the k-th
+// largest key, or, when the digit bin holding the rank is taken whole, the prefix of that bin
+// (its lower bytes zero). Up to 8 passes over the key bytes, each a 256-bin shared-memory
+// histogram of the keys that share the prefix found so far; warp 0 finds the digit holding the
+// rank from suffix sums over its lanes (lane l owns digits [8l, 8l + 8)). The search stops as
+// soon as the bin holding the rank is taken whole (for distinct float scores usually after 3-4
+// passes rather than 8). Each pass reads the keys in batches of kBatch per thread (independent
+// loads in flight instead of one memory latency per key) and counts with one shared atomic per
+// group of lanes that share a digit (__match_any_sync): most keys share their top bytes, and
+// per-lane atomics on one bin serialised the warp. blockDim.x must be a multiple of 32.
 template <typename KeyFn>
 __device__ uint64_t block_kth_largest(KeyFn key, int64_t n, int64_t k, RadixScratch& s) {
+  constexpr int kBatch = 8;
   if (threadIdx.x == 0) {
     s.prefix = 0;
     s.remaining = k;
+    s.done = 0;
   }
   __syncthreads();
+  const int lane_id = threadIdx.x & 31;
+  const int64_t stride = blockDim.x;
   for (int pass = 0; pass < 8; ++pass) {
     const int shift = 56 - 8 * pass;
     const uint64_t mask = pass == 0 ? 0 : (~uint64_t{0} << (shift + 8));
     for (int i = threadIdx.x; i < 256; i += blockDim.x) s.hist[i] = 0;
     __syncthreads();
     const uint64_t prefix = s.prefix;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const uint64_t kk = key(i);
-      if ((kk & mask) == prefix) atomicAdd(&s.hist[(kk >> shift) & 0xff], 1u);
+    // Warp-uniform trip count: every lane reaches the warp collectives below.
+    for (int64_t base = threadIdx.x - lane_id; base < n; base += stride * kBatch) {
+      uint64_t kk[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int64_t i = base + lane_id + b * stride;
+        kk[b] = i < n ? key(i) : 0;
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int64_t i = base + lane_id + b * stride;
+        const bool take = i < n && (kk[b] & mask) == prefix;
+        const unsigned want = __ballot_sync(0xffffffffu, take);
+        if (take) {
+          const unsigned digit = static_cast<unsigned>((kk[b] >> shift) & 0xff);
+          const unsigned peers = __match_any_sync(want, digit);
+          if (__ffs(peers) - 1 == lane_id) atomicAdd(&s.hist[digit], static_cast<uint32_t>(__popc(peers)));
+        }
+      }
     }
     __syncthreads();
     if (threadIdx.x < 32) {
@@ -70,9 +97,12 @@ __device__ uint64_t block_kth_largest(KeyFn key, int64_t n, int64_t k, RadixScra
         }
         s.prefix = prefix | (static_cast<uint64_t>(digit) << shift);
         s.remaining = left;
+        // Every key of this bin is taken: its prefix (lower bytes 0) is the threshold.
+        if (static_cast<int64_t>(s.hist[digit]) == left) s.done = 1;
       }
     }
     __syncthreads();
+    if (s.done) break;
   }
   return s.prefix;
 }

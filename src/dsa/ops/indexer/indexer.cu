@@ -79,7 +79,7 @@ __global__ void score_kernel(IndexerScoreArgs a) {
 
 __device__ __forceinline__ uint64_t entry_key(const float* row, int64_t e) { return value_index_key(row[e], e); }
 
-__global__ void select_kernel(TopkSelectArgs a) {
+__global__ void __launch_bounds__(kSelectThreads) select_kernel(TopkSelectArgs a) {
   __shared__ RadixScratch scratch;
   __shared__ uint64_t picked[kIndexerMaxTopk];
   __shared__ uint32_t count_s;
