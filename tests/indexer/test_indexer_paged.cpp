@@ -29,7 +29,8 @@ struct Problem {
 
 // page: entries per page (16; 2 takes the CUDA kernel's 4-byte load path). long_rows: a request
 // of 700 entries (22 tiles of 32 on CUDA) instead of 77.
-Problem make(int64_t ratio, int64_t H, Rng& rng, int page = 16, bool long_rows = false) {
+// tokens: per request (at positions just below what it holds, 3 apart; clamped at 0).
+Problem make(int64_t ratio, int64_t H, Rng& rng, int page = 16, bool long_rows = false, int64_t tokens = 4) {
   Problem pr;
   pr.p = IndexerParams::v4(7, H, 128, ratio);
   pr.page = page;
@@ -62,7 +63,7 @@ Problem make(int64_t ratio, int64_t H, Rng& rng, int page = 16, bool long_rows =
   // Tokens: a few per request at positions near the end of what it holds.
   std::vector<int32_t> treq, pos;
   for (int64_t r = 0; r < R; ++r)
-    for (int64_t k = 0; k < 4; ++k) {
+    for (int64_t k = 0; k < tokens; ++k) {
       treq.push_back(static_cast<int32_t>(r));
       pos.push_back(static_cast<int32_t>(std::max<int64_t>(pr.req_len[r] * ratio - 1 - 3 * k, 0)));
     }
@@ -156,6 +157,22 @@ TEST(ModelopsIndexerPaged, CudaMatchesCpu) {
       expect_scores(got, want, 1e-4,
                     fmt::format("cuda ratio {} heads {} page {} entries {}", ratio, H, c.page, pr.N));
     }
+}
+
+// Many tokens over long rows: the CUDA launcher gives each CTA several tiles of entries (450
+// tokens x 22 tiles of 32), as in a long prefill.
+TEST(ModelopsIndexerPaged, CudaManyTokensMatchCpu) {
+  DSA_REQUIRE_CUDA();
+  Rng rng(8);
+  const Device g = Device::cuda(0);
+  Problem pr = make(4, 8, rng, 16, true, 150);
+  Tensor want = Tensor::empty({pr.q.size(0), pr.N}, DType::F32);
+  indexer_scores_paged(pr.q, {pr.cache, pr.page, pr.block_table, pr.token_req}, pr.weights, pr.positions, pr.p, want);
+  Tensor got = Tensor::empty({pr.q.size(0), pr.N}, DType::F32, g);
+  poison(got);
+  indexer_scores_paged(pr.q.to(g), {pr.cache.to(g), pr.page, pr.block_table.to(g), pr.token_req.to(g)},
+                       pr.weights.to(g), pr.positions.to(g), pr.p, got);
+  expect_scores(got, want, 1e-4, fmt::format("cuda {} tokens, {} entries", pr.q.size(0), pr.N));
 }
 
 // model::paged_indexer_topk cuts the step's rows into chunks whose scores fit a byte budget; any

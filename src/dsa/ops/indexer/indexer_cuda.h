@@ -55,6 +55,7 @@ struct IndexerPagedScoreArgs {
   float* scores;               // [T][N]
   int64_t T, H, N, ratio;
   float scale;
+  int64_t tiles_per_cta = 1;  // set by the launcher
 };
 
 void indexer_scores_paged(const IndexerPagedScoreArgs& a);

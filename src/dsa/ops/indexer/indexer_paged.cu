@@ -1,8 +1,8 @@
 // indexer_scores_paged on the GPU (indexer.h): scores[t][e] = sum_h w[t][h] * scale *
 // relu(q[t][h] . k[e]) with k[e] read straight from the paged FP8 indexer cache of token t's
 // request (no gathered copy of the keys), -inf where e is not visible or has no page.
-// Grid (T, ceil(N / 32)), 256 threads (8 warps); one entry per lane: the 32 lanes of every warp
-// take the tile's 32 entries and the 8 warps split the heads (HPW = ceil(H / 8) each, padded
+// Grid (T, ceil(N / (32 * tiles_per_cta))), 256 threads (8 warps), tiles of 32 entries; one
+// entry per lane: the 32 lanes of every warp take the tile's 32 entries and the 8 warps split the heads (HPW = ceil(H / 8) each, padded
 // with zero rows), so each lane holds its entry's key in registers (64 dims at a time,
 // e4m3 -> f32) and streams the token's q rows from shared memory as broadcast float4 loads:
 // 4 FMAs per shared load, 8 independent head accumulators per lane (ILP), no per-entry
@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "dsa/core/cuda_stream.h"
@@ -84,48 +85,53 @@ __global__ void __launch_bounds__(kWarps * 32) paged_score_kernel(const __grid_c
   const int32_t r = a.token_req[t];
   const bool row_ok = r >= 0 && r < a.num_requests;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t e = static_cast<int64_t>(blockIdx.y) * kTile + lane;
-  int32_t page = -1;
-  if (row_ok && e < visible && e / a.page_size < a.blocks) page = a.block_table[r * a.blocks + e / a.page_size];
-  const bool valid = page >= 0 && page < a.num_pages;
-  const int64_t slot = valid ? static_cast<int64_t>(page) * a.page_size + e % a.page_size : 0;
-  const uint8_t* key = a.cache + kv::indexer::key_offset(slot, a.page_size);
-
-  float dot[HPW];
-#pragma unroll
-  for (int j = 0; j < HPW; ++j) dot[j] = 0.f;
   const float* qw = qs + warp * HPW * kD;  // this warp's head rows
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * a.tiles_per_cta;
+  for (int64_t tile = first; tile < first + a.tiles_per_cta && tile * kTile < a.N; ++tile) {
+    const int64_t e = tile * kTile + lane;
+    int32_t page = -1;
+    if (row_ok && e < visible && e / a.page_size < a.blocks) page = a.block_table[r * a.blocks + e / a.page_size];
+    const bool valid = page >= 0 && page < a.num_pages;
+    const int64_t slot = valid ? static_cast<int64_t>(page) * a.page_size + e % a.page_size : 0;
+    const uint8_t* key = a.cache + kv::indexer::key_offset(slot, a.page_size);
+
+    float dot[HPW];
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float k[kHalf];
-    if (valid) {
-      load_key_half<kVec16>(key + half * kHalf, k);
-    } else {
+    for (int j = 0; j < HPW; ++j) dot[j] = 0.f;
 #pragma unroll
-      for (int c = 0; c < kHalf; ++c) k[c] = 0.f;
-    }
+    for (int half = 0; half < 2; ++half) {
+      float k[kHalf];
+      if (valid) {
+        load_key_half<kVec16>(key + half * kHalf, k);
+      } else {
 #pragma unroll
-    for (int c4 = 0; c4 < kHalf / 4; ++c4)
-#pragma unroll
-      for (int j = 0; j < HPW; ++j) {
-        const float4 q = reinterpret_cast<const float4*>(qw + j * kD + half * kHalf)[c4];
-        dot[j] = fmaf(q.x, k[4 * c4], dot[j]);
-        dot[j] = fmaf(q.y, k[4 * c4 + 1], dot[j]);
-        dot[j] = fmaf(q.z, k[4 * c4 + 2], dot[j]);
-        dot[j] = fmaf(q.w, k[4 * c4 + 3], dot[j]);
+        for (int c = 0; c < kHalf; ++c) k[c] = 0.f;
       }
-  }
-  const float scale = valid ? *reinterpret_cast<const float*>(a.cache + kv::indexer::scale_offset(slot, a.page_size)) : 0.f;
-  float part = 0.f;
 #pragma unroll
-  for (int j = 0; j < HPW; ++j) part = fmaf(ws[warp * HPW + j], fmaxf(dot[j] * scale, 0.f), part);
-  red[warp * kTile + lane] = part;
-  __syncthreads();
-  if (warp == 0 && e < a.N) {
-    float total = 0.f;
+      for (int c4 = 0; c4 < kHalf / 4; ++c4)
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) total += red[w * kTile + lane];
-    a.scores[t * a.N + e] = valid ? total : -INFINITY;
+        for (int j = 0; j < HPW; ++j) {
+          const float4 q = reinterpret_cast<const float4*>(qw + j * kD + half * kHalf)[c4];
+          dot[j] = fmaf(q.x, k[4 * c4], dot[j]);
+          dot[j] = fmaf(q.y, k[4 * c4 + 1], dot[j]);
+          dot[j] = fmaf(q.z, k[4 * c4 + 2], dot[j]);
+          dot[j] = fmaf(q.w, k[4 * c4 + 3], dot[j]);
+        }
+    }
+    const float scale =
+        valid ? *reinterpret_cast<const float*>(a.cache + kv::indexer::scale_offset(slot, a.page_size)) : 0.f;
+    float part = 0.f;
+#pragma unroll
+    for (int j = 0; j < HPW; ++j) part = fmaf(ws[warp * HPW + j], fmaxf(dot[j] * scale, 0.f), part);
+    red[warp * kTile + lane] = part;
+    __syncthreads();
+    if (warp == 0 && e < a.N) {
+      float total = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) total += red[w * kTile + lane];
+      a.scores[t * a.N + e] = valid ? total : -INFINITY;
+    }
+    __syncthreads();  // red is rewritten by the next tile
   }
 }
 
@@ -147,16 +153,22 @@ void indexer_scores_paged(const IndexerPagedScoreArgs& a) {
   const int64_t tiles = (a.N + kTile - 1) / kTile;
   if (a.T > 0x7fffffffLL || tiles > 65535)
     cuda_launch::launch_error("indexer_scores_paged: grid exceeds the launch limits");
-  const dim3 grid(static_cast<unsigned>(a.T), static_cast<unsigned>(tiles));
+  // Tiles per CTA: one while the grid is small (decode: spread the entries over the SMs); with
+  // many tokens (prefill) up to 16, so that staging the token's q rows is paid once per 512
+  // entries rather than once per 32.
+  IndexerPagedScoreArgs args = a;
+  args.tiles_per_cta = std::clamp<int64_t>(a.T * tiles / 4096, 1, 16);
+  const int64_t ys = (tiles + args.tiles_per_cta - 1) / args.tiles_per_cta;
+  const dim3 grid(static_cast<unsigned>(a.T), static_cast<unsigned>(ys));
   const int64_t hpw = (a.H + kWarps - 1) / kWarps;
   if (hpw <= 1)
-    launch_paged_score<1>(a, grid);
+    launch_paged_score<1>(args, grid);
   else if (hpw <= 2)
-    launch_paged_score<2>(a, grid);
+    launch_paged_score<2>(args, grid);
   else if (hpw <= 4)
-    launch_paged_score<4>(a, grid);
+    launch_paged_score<4>(args, grid);
   else
-    launch_paged_score<8>(a, grid);
+    launch_paged_score<8>(args, grid);
   cuda_launch::check_launch("indexer paged_score_kernel");
 }
 
