@@ -183,6 +183,42 @@ TEST(InProcessGroup, AFailingRankStopsTheOthersWithItsReason) {
   EXPECT_NE(error_of([&] { g.rank(0).barrier(); }).find("rank 1 failed"), std::string::npos);
 }
 
+// RankThreads: the same results as run_ranks, every rank on the same thread run after run (rank
+// 0 on the caller's), and a failing rank reported the same way; the group then stays stopped.
+TEST(RankThreads, RanksKeepTheirThreadsAcrossRuns) {
+  const uint64_t seed = test::test_seed();
+  const int n = 3;
+  InProcessGroup g(n);
+  RankThreads threads(g);
+  std::vector<std::thread::id> first(n);
+  const Shape shape{5, 7};
+  const Tensor want = host_sum(seed, n, shape);
+  for (int run = 0; run < 50; ++run) {
+    std::vector<std::thread::id> ids(n);
+    std::vector<Tensor> out(n);
+    threads.run([&](Communicator& c) {
+      ids[static_cast<size_t>(c.rank())] = std::this_thread::get_id();
+      Tensor t = rank_input(seed, c.rank(), shape);
+      c.all_reduce_sum(t);
+      out[static_cast<size_t>(c.rank())] = t;
+    });
+    if (run == 0) first = ids;
+    EXPECT_EQ(ids, first) << "run " << run;
+    EXPECT_EQ(ids[0], std::this_thread::get_id());
+    for (int r = 0; r < n; ++r) EXPECT_TRUE(same_bytes(out[static_cast<size_t>(r)], want)) << "run " << run << " rank " << r;
+  }
+  EXPECT_NE(first[1], first[2]);
+  const std::string err = error_of([&] {
+    threads.run([&](Communicator& c) {
+      if (c.rank() == 2) throw Error("rank two gave up");
+      c.barrier();
+    });
+  });
+  EXPECT_EQ(err, "rank 2 of 3: rank two gave up");
+  EXPECT_NE(error_of([&] { threads.run([&](Communicator& c) { c.barrier(); }); }).find("rank 2 failed"),
+            std::string::npos);
+}
+
 TEST(InProcessGroup, ARankThatNeverArrivesTimesOut) {
   InProcessOptions o;
   o.timeout = std::chrono::milliseconds(200);

@@ -4,7 +4,6 @@
 
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
-#include "dsa/parallel/rank_threads.h"
 
 namespace dsa::engine {
 
@@ -37,7 +36,7 @@ std::vector<Device> tp_rank_devices(Device base, int size) {
 
 TensorParallelModels::TensorParallelModels(const std::string& dir, int size, const std::vector<Device>& devices,
                                            const TpLoadOptions& opt)
-    : group_(std::max(size, 1), opt.group) {
+    : group_(std::max(size, 1), opt.group), threads_(std::make_unique<parallel::RankThreads>(group_)) {
   check_tensor_parallel_size(model::load_model_config(dir), size);
   DSA_CHECK(devices.size() == 1 || devices.size() == static_cast<size_t>(size),
             "tensor parallel: {} devices for {} ranks (give one, or one per rank)", devices.size(), size);
@@ -65,7 +64,7 @@ Device TensorParallelModels::device(int rank) const {
 }
 
 void TensorParallelModels::run(const std::function<void(int rank)>& fn) {
-  parallel::run_ranks(group_, [&](parallel::Communicator& c) { fn(c.rank()); });
+  threads_->run([&](parallel::Communicator& c) { fn(c.rank()); });
 }
 
 uint64_t TensorParallelModels::collective_bytes(int rank) { return group_.rank(rank).collective_bytes(); }

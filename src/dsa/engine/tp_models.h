@@ -15,6 +15,7 @@
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/config.h"
 #include "dsa/parallel/in_process_group.h"
+#include "dsa/parallel/rank_threads.h"
 
 namespace dsa::engine {
 
@@ -48,9 +49,9 @@ class TensorParallelModels {
   int size() const { return static_cast<int>(ranks_.size()); }
   model::CausalLM& model(int rank);
   Device device(int rank) const;
-  // Runs fn(rank) once per rank, each on its own thread (rank 0 on the caller's), and joins; a
-  // rank that throws stops the others and its error is rethrown as "rank R of N: ..."
-  // (parallel::run_ranks).
+  // Runs fn(rank) once per rank, each on its own persistent thread (rank 0 on the caller's), and
+  // waits for all; a rank that throws stops the others and its error is rethrown as "rank R of
+  // N: ..." (parallel::RankThreads).
   void run(const std::function<void(int rank)>& fn);
   parallel::InProcessGroup& group() { return group_; }
   // Payload bytes rank `rank` has passed to collectives so far.
@@ -62,6 +63,7 @@ class TensorParallelModels {
     std::unique_ptr<model::CausalLM> lm;
   };
   parallel::InProcessGroup group_;
+  std::unique_ptr<parallel::RankThreads> threads_;
   std::vector<Rank> ranks_;
 };
 
