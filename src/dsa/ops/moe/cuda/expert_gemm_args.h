@@ -35,7 +35,8 @@ struct Args {
 // Tactics (expert_gemm.h): 0-2 the tile kernel (expert_gemm_kernel.cuh): 0 = 16-row tiles,
 // 1 = 64-row tiles (dense FP8 with <= 32 rows: 32 x 128 tiles), 2 = 16-row tiles with a k split;
 // 3-8 the decode stream kernel (expert_gemm_stream_kernel.cuh, MXFP4 and FP8 only; BF16 runs
-// tile 2 for 4, tile 0 else). Each returns false (nothing launched) when K (per split) is too
+// tile 2 for 4, tile 0 else); 9-10 the register-streaming ("GEMV") kernel
+// (expert_gemm_gemv_kernel.cuh, MXFP4 and FP8 only; BF16 runs tile 0). Each returns false (nothing launched) when K (per split) is too
 // large for the kernel's shared memory, or when a split launch's grid has more output tiles than
 // num_counters.
 bool launch_mxfp4(const Args& a, int tactic);
@@ -43,5 +44,7 @@ bool launch_fp8(const Args& a, int tactic);
 bool launch_bf16(const Args& a, int tactic);
 bool launch_stream_mxfp4(const Args& a, int tactic);
 bool launch_stream_fp8(const Args& a, int tactic);
+bool launch_gemv_mxfp4(const Args& a, int tactic);
+bool launch_gemv_fp8(const Args& a, int tactic);
 
 }  // namespace dsa::ops::cuda::egemm

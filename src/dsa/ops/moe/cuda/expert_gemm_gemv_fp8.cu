@@ -1,0 +1,16 @@
+// FP8 (e4m3, 128x128 block scales, fp32 or UE8M0) instantiations of the register-streaming
+// ("GEMV") expert GEMM kernel (expert_gemm_gemv_kernel.cuh): tactics 9 and 10.
+#include "dsa/ops/moe/cuda/expert_gemm_gemv_kernel.cuh"
+
+namespace dsa::ops::cuda::egemm {
+
+// Both: 64 weight rows per CTA (four warps side by side along N, one group of 16 rows each: an
+// FP8 row takes two 16-byte loads per chunk, so one group keeps the two register sets of the
+// loop at the MXFP4 forms' size), 8 layout rows, the 128-k chunks split over WK warps.
+// 9: WK = 1 (128 threads); 10: WK = 2 (256 threads).
+bool launch_gemv_fp8(const Args& a, int tactic) {
+  if (tactic == 10) return launch_gemv<kFp8, 1, 4, 2>(a);
+  return launch_gemv<kFp8, 1, 4, 1>(a);
+}
+
+}  // namespace dsa::ops::cuda::egemm
