@@ -37,7 +37,7 @@ class MoeGemmTunable : public TunableOp {
   explicit MoeGemmTunable(MoeGemmTuneConfig c);
   std::string name() const override { return "moe_expert_gemm"; }
   std::string instance_key() const override;
-  std::string signature() const override { return "expert_gemm:0=tile16,1=tile64,2=tile16_ksplit,3-8=stream;v2"; }
+  std::string signature() const override { return "expert_gemm:0=tile16,1=tile64,2=tile16_ksplit,3-8=stream,9-10=gemv;v3"; }
   std::vector<Tactic> tactics(const Dims& dims) const override;
   Device device() const override { return cfg_.device; }
   void prepare(const Dims& dims) override;
