@@ -19,6 +19,11 @@ struct Args {
   int swiglu;
   float limit;
   int out_f32;  // 1: out is fp32 (dense calls only), 0: bf16
+  // Grouped calls: the row alignment of the expert segments (ExpertGemmParams::m_alignment; 0 in
+  // dense calls). The GEMV kernel gives each CTA one segment (at most 256 rows) and sets
+  // seg_rows itself; the other kernels ignore both.
+  int m_align;
+  int seg_rows;
   // Split-K (dense calls only, expert_gemm_split.h): blockIdx.z = split s takes the 128-k chunks
   // [s * split_chunks, min(K/128, (s + 1) * split_chunks)). With splits = 1, split_chunks must be
   // K/128 and ws / counters are unused. With splits > 1 every CTA writes its fp32 partial sums to

@@ -26,15 +26,17 @@
 // were rejected: not fp32 accumulation, and bf16 activations can overflow fp16.) Products stay
 // exact bf16 x bf16 in fp32 as in the other kernels.
 //
-// Launch shape: grid (ceil(rows / 8), ceil(N_out / BN_out), splits), WR * WK warps. A CTA owns 8
-// layout rows (BT; one expert, since segments are aligned to a multiple of 16) and BN = 16 MW WR
-// weight rows (SwiGLU: BN / 2 output columns). Warp (wr, ks) takes MW 16-row groups (wr) and the
-// ks-th contiguous part of the CTA's 128-k chunks; the WK partial sums of a row group are added in
-// the order ks = 0, 1, ... through shared memory at the end (deterministic). Row tiles run fastest
-// (blockIdx.x), so the CTAs of an expert with several row tiles read the same weights at about the
-// same time (L2 hits). Tiles whose expert is -1 (padding: the grid covers the host-side row bound)
-// exit at once; the grid depends only on the row capacity, N and the split, never on device data
-// (CUDA-graph capturable).
+// Launch shape: grid (ceil(rows / seg_rows), ceil(N_out / BN_out), splits), WR * WK warps. A CTA
+// owns one segment of the layout (grouped calls: m_alignment rows, at most 256; dense calls: 8
+// rows) and BN = 16 MW WR weight rows (SwiGLU: BN / 2 output columns), and walks the segment's
+// 8-row tiles (BT: the MMA's N) that hold rows of an expert: at decode that is ~one CTA per used
+// expert and column block, where one CTA per 8 rows would launch 8x as many (64-row alignment),
+// nearly all of them padding. Warp (wr, ks) takes MW 16-row groups (wr) and the ks-th contiguous
+// part of the CTA's 128-k chunks; the WK partial sums of a row group are added in the order
+// ks = 0, 1, ... through shared memory (deterministic). Column blocks of one segment run in
+// different CTAs, so an expert's weights are streamed by as many CTAs as it has column blocks.
+// The grid depends only on the row capacity, the alignment, N and the split, never on device
+// data (CUDA-graph capturable).
 //
 // Fragment mapping (the stream kernel's, without shared memory): lane (g, q) owns, per 16-row
 // group, weight rows g and g + 8, and per 128-k chunk the 32 k values [32q, 32q + 32) (MXFP4: one
@@ -49,6 +51,7 @@
 // blocks of 32 and FP8 blocks of 128 never straddle a lane or a warp), N a multiple of 8 (16 with
 // SwiGLU), 16-aligned segments; tensors 16-byte aligned (allocations are).
 #pragma once
+#include <algorithm>
 #include <type_traits>
 
 #include "dsa/ops/moe/cuda/expert_gemm_kernel.cuh"
@@ -86,18 +89,15 @@ struct GemvFrag {
   uint4 act[4];       // token g, k = 32q + 8j + [0, 8), j = 0..3
 };
 
+// One 8-row tile (layout rows [m0, m0 + 8), expert e) x the CTA's BN weight rows, all threads of
+// the CTA. red: the CTA's shared buffer for the WK partial sums.
 template <int FMT, int MW, int WR, int WK>
-__global__ void __launch_bounds__(32 * WR * WK, (WR * WK == 4 ? 4 : 2)) expert_gemm_gemv_kernel(const Args p) {
+__device__ __forceinline__ void gemv_tile(const Args& p, int64_t m0, int e, float* red) {
   using C = GemvCfg<FMT, MW, WR, WK>;
   using Frag = GemvFrag<FMT, MW>;
   constexpr int BN = C::BN, NT = C::kThreads;
-  __shared__ float red[(WK > 1 ? WK - 1 : 1) * WR * 32 * MW * 4];  // partial sums of warps ks >= 1
-
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
   const int wr = warp % WR, ks = warp / WR;
-  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * C::BT;
-  const int e = p.m_indices ? p.m_indices[m0] : 0;
-  if (e < 0 || e >= p.E) return;  // padding tile (grouped calls only: they never split K)
 
   const int N = p.N, K = p.K, half_n = N / 2;
   // The CTA's 128-k chunks [kc0, kc0 + nk) (all of K unless split); warp ks takes [c_lo, c_hi)
@@ -315,6 +315,7 @@ __global__ void __launch_bounds__(32 * WR * WK, (WR * WK == 4 ? 4 : 2)) expert_g
           for (int i = 0; i < 4; ++i) acc[mt][i] += src[mt * 4 + i];
       }
     }
+    __syncthreads();  // red is free again for the CTA's next tile
   }
 
   if (p.splits > 1) {  // split-K: fp32 partials by weight row, then the tile's last CTA reduces
@@ -338,7 +339,7 @@ __global__ void __launch_bounds__(32 * WR * WK, (WR * WK == 4 ? 4 : 2)) expert_g
       splitk_finish<NT>(p, m0, C::BT, nbase, BN);
     return;
   }
-  if (ks != 0) return;
+  if (ks != 0) return;  // (returns from this tile only)
 
   // ---- epilogue: accumulator (weight row, token) -> out[token][column], this expert's rows only ----
 #pragma unroll
@@ -359,6 +360,29 @@ __global__ void __launch_bounds__(32 * WR * WK, (WR * WK == 4 ? 4 : 2)) expert_g
   }
 }
 
+// The kernel: CTA x takes layout rows [x * seg_rows, (x + 1) * seg_rows) (grouped: one aligned
+// segment of <= 256 rows, so ~one CTA per used expert and column block instead of one per 8 rows,
+// most of which would be padding at decode; dense: 8 rows) and walks its 8-row tiles that hold
+// rows of an expert (each tile's expert is read separately, so a segment that is not one
+// expert's, e.g. a caller's m_alignment larger than the layout's, is still computed right). A
+// CTA with no such tile exits at once. Dense split-K calls have one tile per CTA.
+template <int FMT, int MW, int WR, int WK>
+__global__ void __launch_bounds__(32 * WR * WK, (WR * WK == 4 ? 4 : 2)) expert_gemm_gemv_kernel(const Args p) {
+  __shared__ float red[(WK > 1 ? WK - 1 : 1) * WR * 32 * MW * 4];  // partial sums of warps ks >= 1
+  const int lane = threadIdx.x & 31;
+  const int64_t mseg = static_cast<int64_t>(blockIdx.x) * p.seg_rows;
+  // Lane i looks at tile i of the segment; every warp computes the same mask (CTA-uniform loop).
+  int my_e = -1;
+  if (lane < p.seg_rows / 8 && mseg + 8 * lane < p.rows) my_e = p.m_indices ? p.m_indices[mseg + 8 * lane] : 0;
+  unsigned mask = __ballot_sync(0xffffffffu, my_e >= 0 && my_e < p.E);
+  while (mask) {
+    const int t = __ffs(mask) - 1;
+    mask &= mask - 1;
+    const int e = __shfl_sync(0xffffffffu, my_e, t);
+    gemv_tile<FMT, MW, WR, WK>(p, mseg + 8 * t, e, red);
+  }
+}
+
 // Host-side launch of one configuration (defined in the format's .cu). Returns false (nothing
 // launched) when a split grid has more output tiles than a.num_counters. No shared-memory limit
 // applies (the reduction buffer is static, <= 12 KB; FP8 scales are read per chunk, not tabled),
@@ -374,10 +398,14 @@ bool launch_gemv(const Args& args) {
     return FMT == kMxfp4 ? launch_stream_mxfp4(a, 3) : launch_stream_fp8(a, 3);
   const int ncols = a.swiglu ? a.N / 2 : a.N;
   const int bn_out = a.swiglu ? C::BN / 2 : C::BN;
-  dim3 grid(static_cast<unsigned>((a.rows + C::BT - 1) / C::BT), static_cast<unsigned>((ncols + bn_out - 1) / bn_out),
-            static_cast<unsigned>(a.splits));
-  if (a.splits > 1 && static_cast<int64_t>(grid.x) * grid.y > a.num_counters) return false;
-  expert_gemm_gemv_kernel<FMT, MW, WR, WK><<<grid, C::kThreads, 0, DSA_CURRENT_STREAM>>>(a);
+  // Rows per CTA: grouped calls one segment of the layout's alignment (multiples of 16; capped at
+  // 256 = 32 tiles, one per lane of the tile scan), dense calls (and split-K, dense only) 8.
+  Args b = a;
+  b.seg_rows = a.m_indices && a.splits <= 1 ? std::min(std::max(a.m_align / 8 * 8, C::BT), 256) : C::BT;
+  dim3 grid(static_cast<unsigned>((b.rows + b.seg_rows - 1) / b.seg_rows), static_cast<unsigned>((ncols + bn_out - 1) / bn_out),
+            static_cast<unsigned>(b.splits));
+  if (b.splits > 1 && static_cast<int64_t>(grid.x) * grid.y > b.num_counters) return false;
+  expert_gemm_gemv_kernel<FMT, MW, WR, WK><<<grid, C::kThreads, 0, DSA_CURRENT_STREAM>>>(b);
   return true;
 }
 
