@@ -59,9 +59,10 @@ struct ExpertWeights {
 //   tiles (cuda/expert_gemm_fp8.cu).
 //   9-10: register-streaming ("GEMV") kernel for 1-8 rows per expert (cuda/expert_gemm_gemv_*.cu):
 //   weights go from global memory straight into the unpacking lane's registers (16-byte loads,
-//   next chunk in flight, no shared memory or barrier in the k loop), 8 token rows and 64 weight
-//   rows per CTA, the K chunks split over 2 (9) or 4 (10) warps for MXFP4 and 1 (9) or 2 (10)
-//   for FP8, partial sums added in a fixed order. BF16 weights run tactic 0 for these ids.
+//   next chunk in flight, no shared memory or barrier in the k loop), one CTA per layout segment
+//   (its 8-row tiles in turn) and 64 weight rows, the K chunks split over 2 (9) or 4 (10) warps
+//   for MXFP4 and 1 (9) or 2 (10) for FP8, partial sums added in a fixed order. BF16 weights run
+//   tactic 0 for these ids.
 constexpr int kExpertGemmTactics = 11;
 
 // The automatic rule uses tactic 9 for grouped MXFP4 / FP8 calls with at most this many
