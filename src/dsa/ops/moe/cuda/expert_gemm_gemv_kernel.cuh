@@ -59,7 +59,7 @@
 
 namespace dsa::ops::cuda::egemm {
 
-template <int FMT, int MW, int WR, int WK>
+template <int FMT, int MW, int WR, int WK, int D>
 struct GemvCfg {
   static_assert(FMT == kMxfp4 || FMT == kFp8, "gemv kernel: MXFP4 or FP8 weights");
   static constexpr int kWarps = WR * WK, kThreads = 32 * kWarps;
@@ -67,6 +67,10 @@ struct GemvCfg {
   static constexpr int BT = 8;             // layout rows per CTA (the MMA's N)
   // Split-K workspace counters assume >= 64 weight rows per CTA (expert_gemm_cuda.cpp).
   static_assert(BN >= 64, "gemv kernel: at least 64 weight rows per CTA");
+  static_assert(D >= 2 && D <= 4, "gemv kernel: 2-4 register sets in the k walk");
+  // CTAs per SM the registers must allow (__launch_bounds__): 4 x 128 threads (128 registers)
+  // with two register sets, 3 (up to 168) with more; 256 threads: 2.
+  static constexpr int kMinBlocks = kThreads > 128 ? 2 : (D == 2 ? 4 : 3);
 };
 
 // 16 bytes of weights that are read exactly once: through L2, not allocated in L1 (which holds
@@ -91,9 +95,9 @@ struct GemvFrag {
 
 // One 8-row tile (layout rows [m0, m0 + 8), expert e) x the CTA's BN weight rows, all threads of
 // the CTA. red: the CTA's shared buffer for the WK partial sums.
-template <int FMT, int MW, int WR, int WK>
+template <int FMT, int MW, int WR, int WK, int D>
 __device__ __forceinline__ void gemv_tile(const Args& p, int64_t m0, int e, float* red) {
-  using C = GemvCfg<FMT, MW, WR, WK>;
+  using C = GemvCfg<FMT, MW, WR, WK, D>;
   using Frag = GemvFrag<FMT, MW>;
   constexpr int BN = C::BN, NT = C::kThreads;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
@@ -281,16 +285,20 @@ __device__ __forceinline__ void gemv_tile(const Args& p, int64_t m0, int e, floa
     }
   };
 
-  // ---- k walk: chunk c + 1's loads are issued before chunk c is unpacked (two register sets) ----
+  // ---- k walk: a ring of D register sets; chunk c + D - 1's loads are issued before chunk c is
+  // unpacked (the ring index is a compile-time constant in the unrolled inner loop) ----
   {
-    Frag f0, f1;
-    if (c_lo < c_hi) fetch(c_lo, f0);
-    for (int c = c_lo; c < c_hi; c += 2) {
-      if (c + 1 < c_hi) fetch(c + 1, f1);
-      compute(f0);
-      if (c + 1 >= c_hi) break;
-      if (c + 2 < c_hi) fetch(c + 2, f0);
-      compute(f1);
+    Frag f[D];
+#pragma unroll
+    for (int i = 0; i < D - 1; ++i)
+      if (c_lo + i < c_hi) fetch(c_lo + i, f[i]);
+    for (int c = c_lo; c < c_hi; c += D) {
+#pragma unroll
+      for (int i = 0; i < D; ++i) {
+        if (c + i >= c_hi) break;
+        if (c + i + D - 1 < c_hi) fetch(c + i + D - 1, f[(i + D - 1) % D]);
+        compute(f[i]);
+      }
     }
   }
 
@@ -366,8 +374,8 @@ __device__ __forceinline__ void gemv_tile(const Args& p, int64_t m0, int e, floa
 // rows of an expert (each tile's expert is read separately, so a segment that is not one
 // expert's, e.g. a caller's m_alignment larger than the layout's, is still computed right). A
 // CTA with no such tile exits at once. Dense split-K calls have one tile per CTA.
-template <int FMT, int MW, int WR, int WK>
-__global__ void __launch_bounds__(32 * WR * WK, (WR * WK == 4 ? 4 : 2)) expert_gemm_gemv_kernel(const Args p) {
+template <int FMT, int MW, int WR, int WK, int D>
+__global__ void __launch_bounds__(32 * WR * WK, (GemvCfg<FMT, MW, WR, WK, D>::kMinBlocks)) expert_gemm_gemv_kernel(const Args p) {
   __shared__ float red[(WK > 1 ? WK - 1 : 1) * WR * 32 * MW * 4];  // partial sums of warps ks >= 1
   const int lane = threadIdx.x & 31;
   const int64_t mseg = static_cast<int64_t>(blockIdx.x) * p.seg_rows;
@@ -379,7 +387,7 @@ __global__ void __launch_bounds__(32 * WR * WK, (WR * WK == 4 ? 4 : 2)) expert_g
     const int t = __ffs(mask) - 1;
     mask &= mask - 1;
     const int e = __shfl_sync(0xffffffffu, my_e, t);
-    gemv_tile<FMT, MW, WR, WK>(p, mseg + 8 * t, e, red);
+    gemv_tile<FMT, MW, WR, WK, D>(p, mseg + 8 * t, e, red);
   }
 }
 
@@ -387,10 +395,10 @@ __global__ void __launch_bounds__(32 * WR * WK, (WR * WK == 4 ? 4 : 2)) expert_g
 // launched) when a split grid has more output tiles than a.num_counters. No shared-memory limit
 // applies (the reduction buffer is static, <= 12 KB; FP8 scales are read per chunk, not tabled),
 // so any K the interface accepts runs.
-template <int FMT, int MW, int WR, int WK>
+template <int FMT, int MW, int WR, int WK, int D>
 bool launch_gemv(const Args& args) {
   const Args a = with_split_defaults(args);
-  using C = GemvCfg<FMT, MW, WR, WK>;
+  using C = GemvCfg<FMT, MW, WR, WK, D>;
   // The kernel's 32-bit row offsets: one expert's weights must span < 4 GiB (V4-Pro gate/up:
   // 6144 x 3584 bytes of MXFP4 = 22 MB); larger experts run the stream kernel's tactic 3.
   const int64_t wrow_bytes = FMT == kMxfp4 ? a.K / 2 : a.K;
@@ -405,7 +413,7 @@ bool launch_gemv(const Args& args) {
   dim3 grid(static_cast<unsigned>((b.rows + b.seg_rows - 1) / b.seg_rows), static_cast<unsigned>((ncols + bn_out - 1) / bn_out),
             static_cast<unsigned>(b.splits));
   if (b.splits > 1 && static_cast<int64_t>(grid.x) * grid.y > b.num_counters) return false;
-  expert_gemm_gemv_kernel<FMT, MW, WR, WK><<<grid, C::kThreads, 0, DSA_CURRENT_STREAM>>>(b);
+  expert_gemm_gemv_kernel<FMT, MW, WR, WK, D><<<grid, C::kThreads, 0, DSA_CURRENT_STREAM>>>(b);
   return true;
 }
 
