@@ -60,9 +60,10 @@ struct ExpertWeights {
 //   9-10: register-streaming ("GEMV") kernel for 1-8 rows per expert (cuda/expert_gemm_gemv_*.cu):
 //   weights go from global memory straight into the unpacking lane's registers (16-byte loads,
 //   next chunk in flight, no shared memory or barrier in the k loop), one CTA per layout segment
-//   (its 8-row tiles in turn) and 64 weight rows, the K chunks split over 2 (9) or 4 (10) warps
-//   for MXFP4 and 1 (9) or 2 (10) for FP8, partial sums added in a fixed order. BF16 weights run
-//   tactic 0 for these ids.
+//   (its 8-row tiles in turn) and 64 weight rows, the K chunks split over 2 warps (MXFP4; FP8:
+//   none), partial sums added in a fixed order; 9 keeps one chunk's loads in flight while one is
+//   unpacked, 10 two (more registers, 3 instead of 4 CTAs per SM). BF16 weights run tactic 0
+//   for these ids.
 constexpr int kExpertGemmTactics = 11;
 
 // The automatic rule uses tactic 9 for grouped MXFP4 / FP8 calls with at most this many
