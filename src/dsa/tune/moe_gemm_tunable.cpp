@@ -40,7 +40,7 @@ std::vector<Tactic> MoeGemmTunable::tactics(const Dims&) const {
   t.push_back({2, "tile16_ksplit"});
   if (cfg_.format != ops::WeightFormat::BF16)  // the stream and GEMV kernels have no bf16 form
     for (int s = 3; s < ops::kExpertGemmTactics; ++s)
-      t.push_back({s, s == 4 ? "stream_ksplit" : fmt::format(s >= 9 ? "gemv{}" : "stream{}", s)});
+      t.push_back({s, s == 4 ? std::string("stream_ksplit") : s >= 9 ? fmt::format("gemv{}", s) : fmt::format("stream{}", s)});
   return t;
 }
 
