@@ -459,6 +459,62 @@ TEST(ExpertGemmCuda, DecodeShapesEveryTactic) {
     }
 }
 
+// The GEMV tactics on small awkward cases (small enough for compute-sanitizer memcheck, see
+// scripts/gpu/moe-check.sh): odd expert counts, T = 1 and 9, K of 3 chunks (an odd chunk count
+// split over the k warps), N / N/2 not a multiple of the 64-row CTA, segments aligned to 16 and
+// 64 (and a caller alignment larger than the layout's: segments of several experts), gathered
+// rows with out-of-range sources, MXFP4 (extreme scales: the two-multiplier path) and FP8.
+TEST(ExpertGemmCuda, GemvSmallAwkwardLayouts) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  for (int fmt : {0, 1, 2})
+    for (int64_t E : {1, 5})
+      for (int64_t T : {1, 9})
+        for (int64_t align : {16, 64}) {
+          const int64_t k = E == 1 ? 1 : 2, K = 384, N = 80;
+          ExpertWeights w = random_experts(fmt, E, N, K, rng, true);
+          ExpertWeights wd = to_device(w, d);
+          Case c = make_case(T, k, E, K, E == 5 ? static_cast<int>(T % 3) : 0, align, rng);
+          Tensor a_rows = Tensor::empty(c.layout.src_token.shape(), DType::I32);
+          std::memcpy(a_rows.raw(), c.layout.src_token.contiguous().raw(), a_rows.nbytes());
+          for (int64_t r = 0; r < a_rows.numel(); r += 5)
+            if (c.layout.m_indices.data<int32_t>()[r] >= 0) a_rows.data<int32_t>()[r] = r % 2 ? -1 : static_cast<int32_t>(T);
+          Tensor mi = c.layout.m_indices.to(d), src = a_rows.to(d), xd = c.x.to(d);
+          std::vector<int64_t> valid;
+          for (int64_t r = 0; r < c.layout.rows_cap; ++r)
+            if (c.layout.m_indices.data<int32_t>()[r] >= 0) valid.push_back(r);
+          for (bool sw : {false, true}) {
+            ExpertGemmParams p;
+            p.fuse_swiglu = sw;
+            p.swiglu_limit = sw ? 1.f : 0.f;
+            const int64_t cols = sw ? N / 2 : N;
+            Tensor want = Tensor::zeros({c.layout.rows_cap, cols}, DType::BF16);
+            expert_gemm(c.x, a_rows, c.layout.m_indices, w, want, p);
+            const double atol = 1e-2 * rms_bf16(want) + 1e-6;
+            for (int64_t m_align : {align, int64_t{128}})
+              for (int tactic : {9, 10}) {
+                p.tactic = tactic;
+                p.m_alignment = m_align;
+                Tensor got = Tensor::empty({c.layout.rows_cap, cols}, DType::BF16, d);
+                poison(got);
+                expert_gemm(xd, src, mi, wd, got, p);
+                Tensor gh = got.to(Device::cpu());
+                const std::string what = "fmt=" + std::to_string(fmt) + " E=" + std::to_string(E) + " T=" + std::to_string(T) +
+                                         " align=" + std::to_string(align) + " m_alignment=" + std::to_string(m_align) +
+                                         " swiglu=" + std::to_string(sw) + " tactic=" + std::to_string(tactic);
+                ASSERT_EQ(compare_bf16(gh, want, 1e-2, atol, what, &valid), 0) << what;
+                for (int64_t r = 0; r < c.layout.rows_cap; ++r) {
+                  if (c.layout.m_indices.data<int32_t>()[r] >= 0) continue;
+                  for (int64_t j = 0; j < cols; ++j) {
+                    ASSERT_EQ(gh.data<uint16_t>()[r * cols + j], 0xFFFF) << what << ": padding row " << r << " written";
+                  }
+                }
+              }
+          }
+        }
+}
+
 TEST(ExpertGemmCuda, DenseModeMatchesCpu) {
   DSA_REQUIRE_CUDA();
   Rng rng;
