@@ -28,7 +28,7 @@ grep -E "Failure|FAILED|PASSED" "$out/test_moe_sm120.log" | head -10
 "$build/tests/test_tune" --gtest_filter='*Moe*' 2>&1 | tail -4 | tee "$out/test_tune.log" || rc=1
 "$build/apps/dsa/dsa" bench moe ${BENCH_ARGS:-} --json "$out/bench_moe.json" 2>&1 | tee "$out/bench_moe.txt" || rc=1
 if command -v compute-sanitizer >/dev/null; then  # out-of-bounds / race check on the small cases
-  timeout ${MEMCHECK_S:-60} compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_moe" \
-    --gtest_filter='ExpertGemmCuda.Fp8Ue8m0*' 2>&1 | tail -6 | tee "$out/memcheck.log" || rc=1
+  timeout ${MEMCHECK_S:-180} compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_moe" \
+    --gtest_filter='ExpertGemmCuda.Fp8Ue8m0*:ExpertGemmCuda.GemvSmall*' 2>&1 | tail -6 | tee "$out/memcheck.log" || rc=1
 fi
 exit $rc

@@ -4,7 +4,9 @@
 // contiguous layout; the automatic tactic rule.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "common/testing.h"
 #include "dsa/core/cuda_memory.h"
@@ -202,14 +204,24 @@ TEST(ExpertGemm, SwigluClampsAndStandaloneOp) {
 }
 
 // The automatic rule: 64-row tiles from 32 rows per expert (only on 64-aligned segments), the
-// decode stream kernel below for MXFP4/FP8 (FP8 with a wider CTA at T = 1), the 16-row tile for
-// BF16; explicit tactics pass through.
+// GEMV kernel (tactic 9) for grouped MXFP4/FP8 calls with <= kExpertGemmGemvMaxRowsPerExpert rows
+// per expert (unless DSA_MOE_GEMV=0), the decode stream kernel above that (FP8 with a wider CTA
+// at T = 1), the 16-row tile for BF16; dense calls never take the GEMV by default; explicit
+// tactics pass through.
 TEST(ExpertGemm, AutoTacticRule) {
+  const char* env = std::getenv("DSA_MOE_GEMV");
+  const bool gemv = !(env && std::string(env) == "0") && kExpertGemmGemvMaxRowsPerExpert > 0;
   ExpertGemmParams p;
   for (WeightFormat f : {WeightFormat::MXFP4, WeightFormat::FP8Block}) {
     const bool mx = f == WeightFormat::MXFP4;
     p.rows_per_expert_hint = 6.0 / 256;  // T = 1, top-6 of 256
-    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 384, 256, true), mx ? 5 : 6);
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 384, 256, true), gemv ? 9 : (mx ? 5 : 6));
+    p.rows_per_expert_hint = kExpertGemmGemvMaxRowsPerExpert;  // the bound is inclusive
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 384, 256, true), gemv ? 9 : (mx ? 5 : 3));
+    p.rows_per_expert_hint = 0.3;
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 384, 256, true), mx ? 5 : 3);
+    p.rows_per_expert_hint = 0;
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 1, false), mx ? 5 : 3);  // dense T = 1: not the GEMV
     p.rows_per_expert_hint = 32.0 * 6 / 256;
     EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 256, true), mx ? 5 : 3);
     p.rows_per_expert_hint = 128.0 * 6 / 256;
@@ -382,6 +394,125 @@ TEST(ExpertGemmCuda, MatchesCpuAllFormatsTilesAndShapes) {
           }
         }
       }
+}
+
+// Decode shapes for the GEMV tactics (and every other tactic): T = 1, 2, 3 tokens (one row on
+// most used experts: 7 of the 8 token columns of a tile absent), V4-Flash-like gate/up (K = 4096,
+// N = 2 x 2048, SwiGLU) and down (K = 2048, N = 4096) projections, N that is not a multiple of the
+// 64-row CTA (4104; SwiGLU 2 x 1032), 16- and 64-aligned segments, gathered rows with
+// out-of-range sources (computed as zero rows), MXFP4 and FP8 with fp32 and UE8M0 scales,
+// poisoned outputs (padding rows must stay unwritten).
+TEST(ExpertGemmCuda, DecodeShapesEveryTactic) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  struct Shape {
+    int64_t N, K;
+    bool swiglu;
+  };
+  const Shape shapes[] = {{4096, 4096, true}, {4096, 2048, false}, {4104, 2048, false}, {2064, 1024, true}};
+  for (int fmt : {0, 1, 2})
+    for (const Shape& sh : shapes) {
+      const int64_t E = 4, k = 2;
+      ExpertWeights w = random_experts(fmt, E, sh.N, sh.K, rng);
+      ExpertWeights wd = to_device(w, d);
+      for (int64_t T : {1, 2, 3}) {
+        const int64_t align = T == 2 ? 16 : 64;
+        Case c = make_case(T, k, E, sh.K, 0, align, rng);
+        Tensor a_rows = Tensor::empty(c.layout.src_token.shape(), DType::I32);
+        std::memcpy(a_rows.raw(), c.layout.src_token.contiguous().raw(), a_rows.nbytes());
+        if (T == 3) {  // one gathered source out of range on each side
+          int bad = 0;
+          for (int64_t r = 0; r < a_rows.numel() && bad < 2; ++r)
+            if (c.layout.m_indices.data<int32_t>()[r] >= 0) a_rows.data<int32_t>()[r] = bad++ ? -1 : static_cast<int32_t>(T);
+        }
+        Tensor mi = c.layout.m_indices.to(d), src = a_rows.to(d), xd = c.x.to(d);
+        std::vector<int64_t> valid;
+        for (int64_t r = 0; r < c.layout.rows_cap; ++r)
+          if (c.layout.m_indices.data<int32_t>()[r] >= 0) valid.push_back(r);
+        ExpertGemmParams p;
+        p.fuse_swiglu = sh.swiglu;
+        p.swiglu_limit = sh.swiglu ? 10.f : 0.f;
+        p.m_alignment = align;
+        const int64_t cols = sh.swiglu ? sh.N / 2 : sh.N;
+        Tensor want = Tensor::zeros({c.layout.rows_cap, cols}, DType::BF16);
+        expert_gemm(c.x, a_rows, c.layout.m_indices, w, want, p);
+        const double atol = 1e-2 * rms_bf16(want) + 1e-6;
+        for (int tactic = -1; tactic < kExpertGemmTactics; ++tactic) {
+          if (tactic == 1 && align % 64 != 0) continue;  // 64-row tiles need 64-aligned segments
+          p.tactic = tactic;
+          Tensor got = Tensor::empty({c.layout.rows_cap, cols}, DType::BF16, d);
+          poison(got);
+          expert_gemm(xd, src, mi, wd, got, p);
+          Tensor gh = got.to(Device::cpu());
+          const std::string what = "fmt=" + std::to_string(fmt) + " N=" + std::to_string(sh.N) + " K=" + std::to_string(sh.K) +
+                                   " T=" + std::to_string(T) + " tactic=" + std::to_string(tactic);
+          ASSERT_EQ(compare_bf16(gh, want, 1e-2, atol, what, &valid), 0) << what;
+          for (int64_t r = 0; r < c.layout.rows_cap; ++r) {
+            if (c.layout.m_indices.data<int32_t>()[r] >= 0) continue;
+            for (int64_t j = 0; j < cols; j += 97) {
+              ASSERT_EQ(gh.data<uint16_t>()[r * cols + j], 0xFFFF) << what << ": padding row " << r << " written";
+            }
+          }
+        }
+      }
+    }
+}
+
+// The GEMV tactics on small awkward cases (small enough for compute-sanitizer memcheck, see
+// scripts/gpu/moe-check.sh): odd expert counts, T = 1 and 9, K of 3 chunks (an odd chunk count
+// split over the k warps), N / N/2 not a multiple of the 64-row CTA, segments aligned to 16 and
+// 64 (and a caller alignment larger than the layout's: segments of several experts), gathered
+// rows with out-of-range sources, MXFP4 (extreme scales: the two-multiplier path) and FP8.
+TEST(ExpertGemmCuda, GemvSmallAwkwardLayouts) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  for (int fmt : {0, 1, 2})
+    for (int64_t E : {1, 5})
+      for (int64_t T : {1, 9})
+        for (int64_t align : {16, 64}) {
+          const int64_t k = E == 1 ? 1 : 2, K = 384, N = 80;
+          ExpertWeights w = random_experts(fmt, E, N, K, rng, true);
+          ExpertWeights wd = to_device(w, d);
+          Case c = make_case(T, k, E, K, E == 5 ? static_cast<int>(T % 3) : 0, align, rng);
+          Tensor a_rows = Tensor::empty(c.layout.src_token.shape(), DType::I32);
+          std::memcpy(a_rows.raw(), c.layout.src_token.contiguous().raw(), a_rows.nbytes());
+          for (int64_t r = 0; r < a_rows.numel(); r += 5)
+            if (c.layout.m_indices.data<int32_t>()[r] >= 0) a_rows.data<int32_t>()[r] = r % 2 ? -1 : static_cast<int32_t>(T);
+          Tensor mi = c.layout.m_indices.to(d), src = a_rows.to(d), xd = c.x.to(d);
+          std::vector<int64_t> valid;
+          for (int64_t r = 0; r < c.layout.rows_cap; ++r)
+            if (c.layout.m_indices.data<int32_t>()[r] >= 0) valid.push_back(r);
+          for (bool sw : {false, true}) {
+            ExpertGemmParams p;
+            p.fuse_swiglu = sw;
+            p.swiglu_limit = sw ? 1.f : 0.f;
+            const int64_t cols = sw ? N / 2 : N;
+            Tensor want = Tensor::zeros({c.layout.rows_cap, cols}, DType::BF16);
+            expert_gemm(c.x, a_rows, c.layout.m_indices, w, want, p);
+            const double atol = 1e-2 * rms_bf16(want) + 1e-6;
+            for (int64_t m_align : {align, int64_t{128}})
+              for (int tactic : {9, 10}) {
+                p.tactic = tactic;
+                p.m_alignment = m_align;
+                Tensor got = Tensor::empty({c.layout.rows_cap, cols}, DType::BF16, d);
+                poison(got);
+                expert_gemm(xd, src, mi, wd, got, p);
+                Tensor gh = got.to(Device::cpu());
+                const std::string what = "fmt=" + std::to_string(fmt) + " E=" + std::to_string(E) + " T=" + std::to_string(T) +
+                                         " align=" + std::to_string(align) + " m_alignment=" + std::to_string(m_align) +
+                                         " swiglu=" + std::to_string(sw) + " tactic=" + std::to_string(tactic);
+                ASSERT_EQ(compare_bf16(gh, want, 1e-2, atol, what, &valid), 0) << what;
+                for (int64_t r = 0; r < c.layout.rows_cap; ++r) {
+                  if (c.layout.m_indices.data<int32_t>()[r] >= 0) continue;
+                  for (int64_t j = 0; j < cols; ++j) {
+                    ASSERT_EQ(gh.data<uint16_t>()[r * cols + j], 0xFFFF) << what << ": padding row " << r << " written";
+                  }
+                }
+              }
+          }
+        }
 }
 
 TEST(ExpertGemmCuda, DenseModeMatchesCpu) {

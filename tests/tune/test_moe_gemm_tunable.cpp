@@ -22,15 +22,18 @@ TEST(TuneMoeGemm, GateUpAndDownInstancesPerModel) {
   ASSERT_EQ(glm.size(), 2u);
   EXPECT_EQ(glm[0]->instance_key(), "fp8.e256.top8.n4096.k6144.a64.swiglu");
   auto t = flash[0]->tactics({1});
-  ASSERT_EQ(t.size(), 10u);  // default, tiles 0-2, stream 3-8
+  ASSERT_EQ(t.size(), 12u);  // default, tiles 0-2, stream 3-8, gemv 9-10
   EXPECT_EQ(t[0].id, kDefaultTactic);
   EXPECT_EQ(t[2].description, "tile64");
   EXPECT_EQ(t[4].id, 3);
+  EXPECT_EQ(t[10].id, 9);
+  EXPECT_EQ(t[10].description, "gemv9");
+  EXPECT_EQ(t[11].id, 10);
   MoeGemmTuneConfig c;
   c.alignment = 16;  // 64-row tiles need 64-aligned segments
   c.device = Device::cpu();
-  EXPECT_EQ(MoeGemmTunable(c).tactics({1}).size(), 9u);
-  c.format = ops::WeightFormat::BF16;  // no stream kernel for bf16 weights
+  EXPECT_EQ(MoeGemmTunable(c).tactics({1}).size(), 11u);
+  c.format = ops::WeightFormat::BF16;  // no stream or GEMV kernel for bf16 weights
   EXPECT_EQ(MoeGemmTunable(c).tactics({1}).size(), 3u);
   c.format = ops::WeightFormat::MXFP4;
   c.topk = 300;

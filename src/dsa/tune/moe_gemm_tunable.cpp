@@ -38,8 +38,9 @@ std::vector<Tactic> MoeGemmTunable::tactics(const Dims&) const {
   std::vector<Tactic> t{{kDefaultTactic, "default (heuristic)"}, {0, "tile16"}};
   if (cfg_.alignment % 64 == 0) t.push_back({1, "tile64"});
   t.push_back({2, "tile16_ksplit"});
-  if (cfg_.format != ops::WeightFormat::BF16)  // the stream kernel has no bf16 form
-    for (int s = 3; s < ops::kExpertGemmTactics; ++s) t.push_back({s, s == 4 ? "stream_ksplit" : fmt::format("stream{}", s)});
+  if (cfg_.format != ops::WeightFormat::BF16)  // the stream and GEMV kernels have no bf16 form
+    for (int s = 3; s < ops::kExpertGemmTactics; ++s)
+      t.push_back({s, s == 4 ? std::string("stream_ksplit") : s >= 9 ? fmt::format("gemv{}", s) : fmt::format("stream{}", s)});
   return t;
 }
 

@@ -1,7 +1,7 @@
 // The MoE grouped expert GEMM (ops/moe/expert_gemm.h) as a tunable op. Tactics are the op's
 // kernel choices: 0 = 16-row tiles, 1 = 64-row tiles (prefill), 2 = 16-row tiles with a k split;
-// for MXFP4/FP8 also the decode stream kernel's forms 3-8 (4 = with a k split; see
-// ops/moe/expert_gemm.h); -1 = the op's heuristic. Two
+// for MXFP4/FP8 also the decode stream kernel's forms 3-8 (4 = with a k split) and the GEMV
+// kernel's 9-10 (see ops/moe/expert_gemm.h); -1 = the op's heuristic. Two
 // instances per MoE model: the fused gate/up projection (N = 2 x width, K = hidden, SwiGLU fused)
 // and the down projection (N = hidden, K = width). Inputs: one layer's experts with random
 // valid weights, random routings of T tokens over top-k distinct experts, laid out with the
@@ -37,7 +37,7 @@ class MoeGemmTunable : public TunableOp {
   explicit MoeGemmTunable(MoeGemmTuneConfig c);
   std::string name() const override { return "moe_expert_gemm"; }
   std::string instance_key() const override;
-  std::string signature() const override { return "expert_gemm:0=tile16,1=tile64,2=tile16_ksplit,3-8=stream;v2"; }
+  std::string signature() const override { return "expert_gemm:0=tile16,1=tile64,2=tile16_ksplit,3-8=stream,9-10=gemv;v3"; }
   std::vector<Tactic> tactics(const Dims& dims) const override;
   Device device() const override { return cfg_.device; }
   void prepare(const Dims& dims) override;

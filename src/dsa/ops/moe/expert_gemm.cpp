@@ -2,6 +2,8 @@
 #include "dsa/ops/moe/expert_gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "dsa/core/device.h"
@@ -99,6 +101,15 @@ Tensor dequantize_expert_f32(const ExpertWeights& w, int64_t e) {
   return out;
 }
 
+// kExpertGemmGemvMaxRowsPerExpert, or 0 (no GEMV in the automatic rule) with DSA_MOE_GEMV=0.
+static double gemv_max_rows_per_expert() {
+  static const double v = [] {
+    const char* e = std::getenv("DSA_MOE_GEMV");
+    return e && std::string_view(e) == "0" ? 0.0 : kExpertGemmGemvMaxRowsPerExpert;
+  }();
+  return v;
+}
+
 int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_t rows, int64_t experts, bool grouped) {
   int t = p.tactic;
   if (t < 0) {
@@ -107,6 +118,8 @@ int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_
                                                         : static_cast<double>(rows);
     if (per_group >= 32)
       t = 1;  // prefill: 64-row tiles
+    else if (f != WeightFormat::BF16 && grouped && per_group <= gemv_max_rows_per_expert())
+      t = 9;  // decode, ~1 row per used expert: the GEMV kernel (to be confirmed on the H200)
     else if (f == WeightFormat::BF16)
       t = 0;
     else if (f == WeightFormat::MXFP4)
@@ -127,6 +140,7 @@ struct CtaTile {
 };
 CtaTile cta_tile(WeightFormat f, int t, int64_t rows, bool dense) {
   if (f == WeightFormat::BF16) return {t == 1 ? 64 : 16, 64, 1};  // no stream form: tiles 0 / 2
+  if (t >= 9) return {8, 64, 1};  // GEMV kernel: 8 token rows, 64 weight rows, one chunk per step
   if (t >= 3) {  // stream kernel: 8 token rows, 64 MW weight rows
     const bool fp8 = f == WeightFormat::FP8Block;
     const int mw = (fp8 ? t == 6 : t == 8) ? 2 : 1;

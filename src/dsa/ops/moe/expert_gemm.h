@@ -57,7 +57,20 @@ struct ExpertWeights {
 //   in weight rows per warp, pipeline stages and k per stage (cuda/expert_gemm_stream_*.cu);
 //   4 is the k-split form for T = 1. Dense FP8 calls of at most 32 rows run tactic 1 as 32 x 128
 //   tiles (cuda/expert_gemm_fp8.cu).
-constexpr int kExpertGemmTactics = 9;
+//   9-10: register-streaming ("GEMV") kernel for 1-8 rows per expert (cuda/expert_gemm_gemv_*.cu):
+//   weights go from global memory straight into the unpacking lane's registers (16-byte loads,
+//   next chunk in flight, no shared memory or barrier in the k loop), one CTA per layout segment
+//   (its 8-row tiles in turn) and 64 weight rows, the K chunks split over 2 warps (MXFP4; FP8:
+//   none), partial sums added in a fixed order; 9 keeps one chunk's loads in flight while one is
+//   unpacked, 10 two (more registers, 3 instead of 4 CTAs per SM). BF16 weights run tactic 0
+//   for these ids.
+constexpr int kExpertGemmTactics = 11;
+
+// The automatic rule uses tactic 9 for grouped MXFP4 / FP8 calls with at most this many
+// expected rows per expert (V4-Flash T <= 8, V4-Pro T <= 12, GLM-5.1 T <= 6); 0 turns that off
+// (the stream kernel's rule of before). Not yet confirmed by an H200 bench: see
+// resolve_expert_gemm_tactic.
+constexpr double kExpertGemmGemvMaxRowsPerExpert = 0.2;
 
 struct ExpertGemmParams {
   bool fuse_swiglu = false;
@@ -109,7 +122,11 @@ ExpertGemmSplit expert_gemm_planned_split(const ExpertWeights& w, int64_t rows, 
 // The tactic a CUDA call runs: p.tactic when given (64-row tiles fall back to tactic 0 on
 // segments not aligned to 64), else the automatic rule by expected rows per expert
 // (p.rows_per_expert_hint, else rows / experts when grouped, rows when dense); the rule is
-// the H200 measurement of docs/perf/moe-decode-2026-12-01.md.
+// the H200 measurement of docs/perf/moe-decode-2026-12-01.md, except for the GEMV tactic 9 at
+// <= kExpertGemmGemvMaxRowsPerExpert rows per expert (grouped calls only), which is this
+// kernel's design expectation and must be confirmed (or the bound changed) by `dsa bench moe`.
+// The environment variable DSA_MOE_GEMV=0 turns that part of the rule off at run time (read
+// once); tuned tactics (ops/tactics) are not affected.
 int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_t rows, int64_t experts, bool grouped);
 
 void validate_expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices, const ExpertWeights& w,

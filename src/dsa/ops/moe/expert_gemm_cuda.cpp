@@ -65,6 +65,7 @@ egemm::Args make_args(const Tensor& a, const Tensor& a_rows, const Tensor& m_ind
   args.swiglu = p.fuse_swiglu ? 1 : 0;
   args.limit = p.swiglu_limit;
   args.out_f32 = out.dtype() == DType::F32 ? 1 : 0;
+  args.m_align = m_indices.defined() ? static_cast<int>(p.m_alignment) : 0;
   DSA_CHECK(args.rows / 16 < 65535, "expert_gemm (CUDA): {} rows exceed the grid limit", args.rows);
   return args;
 }

@@ -83,7 +83,7 @@ int choose_expert_gemm_tactic(const ExpertGemmShape& s) {
   if (!c) return -1;
   const int t = c->expert_gemm(s);
   if (t == -1) return record(TunedFamily::ExpertGemm, -1, false);
-  // The same rules as validate_expert_gemm: tactics 0..6, 64-row tiles only on 64-aligned segments.
+  // The same rules as validate_expert_gemm: tactics 0..kExpertGemmTactics-1, 64-row tiles only on 64-aligned segments.
   if (t < 0 || t >= kExpertGemmTactics || (t == 1 && s.alignment % 64 != 0)) {
     log_warn_once(fmt::format("tactic-chooser-expert-gemm:{}:{}", t, s.alignment),
                   fmt::format("tactic chooser: expert GEMM tactic {} is not valid with row alignment {}; using the "

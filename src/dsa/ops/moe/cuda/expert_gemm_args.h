@@ -19,6 +19,11 @@ struct Args {
   int swiglu;
   float limit;
   int out_f32;  // 1: out is fp32 (dense calls only), 0: bf16
+  // Grouped calls: the row alignment of the expert segments (ExpertGemmParams::m_alignment; 0 in
+  // dense calls). The GEMV kernel gives each CTA one segment (at most 256 rows) and sets
+  // seg_rows itself; the other kernels ignore both.
+  int m_align;
+  int seg_rows;
   // Split-K (dense calls only, expert_gemm_split.h): blockIdx.z = split s takes the 128-k chunks
   // [s * split_chunks, min(K/128, (s + 1) * split_chunks)). With splits = 1, split_chunks must be
   // K/128 and ws / counters are unused. With splits > 1 every CTA writes its fp32 partial sums to
@@ -35,7 +40,8 @@ struct Args {
 // Tactics (expert_gemm.h): 0-2 the tile kernel (expert_gemm_kernel.cuh): 0 = 16-row tiles,
 // 1 = 64-row tiles (dense FP8 with <= 32 rows: 32 x 128 tiles), 2 = 16-row tiles with a k split;
 // 3-8 the decode stream kernel (expert_gemm_stream_kernel.cuh, MXFP4 and FP8 only; BF16 runs
-// tile 2 for 4, tile 0 else). Each returns false (nothing launched) when K (per split) is too
+// tile 2 for 4, tile 0 else); 9-10 the register-streaming ("GEMV") kernel
+// (expert_gemm_gemv_kernel.cuh, MXFP4 and FP8 only; BF16 runs tile 0). Each returns false (nothing launched) when K (per split) is too
 // large for the kernel's shared memory, or when a split launch's grid has more output tiles than
 // num_counters.
 bool launch_mxfp4(const Args& a, int tactic);
@@ -43,5 +49,7 @@ bool launch_fp8(const Args& a, int tactic);
 bool launch_bf16(const Args& a, int tactic);
 bool launch_stream_mxfp4(const Args& a, int tactic);
 bool launch_stream_fp8(const Args& a, int tactic);
+bool launch_gemv_mxfp4(const Args& a, int tactic);
+bool launch_gemv_fp8(const Args& a, int tactic);
 
 }  // namespace dsa::ops::cuda::egemm
