@@ -41,6 +41,11 @@ const bool registered = add_command([](CLI::App& app) {
                       "measured both ways, for the ratio)")
           ->check(CLI::IsMember({"on", "off", "both"}))
           ->capture_default_str();
+      sub->add_option("--speculative-tokens", opts->speculative,
+                      "decode: comma-separated draft counts N (MTP layer): per N, the verification of N + 1 tokens "
+                      "per request, the N MTP draft steps, the round and its speed-up over N = 0 at acceptance "
+                      "rates 0.6-0.9 (every draft accepted: a benchmark mode of the engine; the model needs its MTP "
+                      "layer)");
       sub->add_option("--tensor-parallel-size", opts->tensor_parallel,
                       "Ranks the model is sharded over (GLM-5.1; threads of this process; CUDA graphs off)")
           ->capture_default_str();

@@ -252,6 +252,35 @@ TEST_P(SpeculativeTest, ForcedDraftsAllAcceptedOrAllRejectedKeepTheOutput) {
   }
 }
 
+// The benchmark mode (EngineOptions::benchmark_accept_all_drafts, `dsa bench decode
+// --speculative-tokens`): every draft of the random tiny MTP layer is accepted, so every step
+// after the first token emits N + 1 tokens per request (the round shape the benchmark times),
+// nothing rolls back, and it is off unless asked for.
+TEST_P(SpeculativeTest, BenchmarkModeAcceptsEveryDraft) {
+  EXPECT_FALSE(EngineOptions{}.benchmark_accept_all_drafts);
+  const int n = 2;
+  EngineOptions o;
+  o.max_running = 2;
+  o.log_capacity = false;
+  o.speculative_tokens = n;
+  o.benchmark_accept_all_drafts = true;
+  Engine e(lm(), o);
+  const auto prompts = random_prompts({11, 7}, vocab(), 4);
+  for (const auto& p : prompts) e.add_request(p, greedy(1 + 5 * (n + 1)));
+  std::map<uint64_t, std::vector<size_t>> emitted;  // tokens per step, per request
+  while (e.has_unfinished())
+    for (const StepOutput& s : e.step())
+      if (!s.new_tokens.empty()) emitted[s.id].push_back(s.new_tokens.size());
+  ASSERT_EQ(emitted.size(), 2u);
+  for (const auto& [id, counts] : emitted)
+    EXPECT_EQ(counts, (std::vector<size_t>{1, 3, 3, 3, 3, 3})) << "request " << id;
+  const SpecStats& st = e.spec_stats();
+  EXPECT_EQ(st.verify_steps, 10);
+  EXPECT_EQ(st.drafted, 10 * n);
+  EXPECT_EQ(st.accepted, st.drafted);
+  EXPECT_EQ(st.rollbacks, 0);
+}
+
 // The successor map of the scripted tests: 2 -> 3 -> ... -> 30 -> 2 (a cycle: the reply never ends).
 std::map<int32_t, int32_t> cycle_2_to_30() {
   std::map<int32_t, int32_t> next;

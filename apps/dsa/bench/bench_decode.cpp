@@ -17,6 +17,21 @@
 // --tensor-parallel-size N shards a GLM-5.1 model over N ranks (docs/parallelism.md): steps run
 // eagerly, the layer times and weight bytes are rank 0's, and allreduce_KB is rank 0's all-reduce
 // payload per step.
+// --speculative-tokens N[,N...] (speculative decoding with the MTP layer, docs/speculative-
+// decoding.md) adds, per context x batch x graph mode, each N after N = 0 (the reference, rows
+// tagged N=0): the engine runs with every draft accepted (EngineOptions::benchmark_accept_all_drafts,
+// a benchmark mode: random weights accept nearly nothing), so every step is a steady-state round:
+// the verification of B x (N + 1) tokens through the target (checked; per layer kind and whole,
+// as the plain step: device time, floor, host time, launches, graph replays, x_N0 = its time over
+// the N = 0 step's), draft step 1 (the MTP layer over the N + 1 committed positions of every
+// request, B x (N + 1) tokens, giving the first draft) and draft steps 2..N (B tokens each), the
+// round (verify + N drafts: device time, host time, wall time of the engine step) with the
+// speed-up of the engine's rate over N = 0's at per-draft acceptance a = 0.6 .. 0.9 (expected
+// tokens per round (1 - a^(N + 1)) / (1 - a), wall times), and on CUDA the full model
+// extrapolated: the verification at the real layer mix plus the N draft steps as measured, its
+// tok/s and speed-up over N = 0's extrapolated step at each a. Draft-step launches are counted
+// only from captured / replayed graphs. The KV floor of a verification counts each request's
+// context once (a lower bound: its N + 1 rows read mostly the same entries).
 // Checkpoints: --model DIR, or --preset flash|pro|glm-5.1 (real shapes, fast-filled weights,
 // --layers of them, written to /dev/shm when it has room, else the temporary directory, and
 // deleted once loaded) or tiny-v4|tiny-glm (CPU smoke runs).
@@ -98,13 +113,16 @@ double touched_experts(const model::ModelConfig& c, int64_t B) {
   return E <= 0 ? 0 : E * (1 - std::pow(1 - k / E, static_cast<double>(B)));
 }
 
+// The most drafts per step the engine takes (EngineOptions::validate).
+constexpr int64_t kMaxSpeculativeTokens = 64;
+
 bool has_routed_experts(const model::ModelConfig& c, int l) {
   return c.n_routed_experts > 0 && (c.arch == model::Arch::DeepseekV4 || l >= c.first_k_dense_replace);
 }
 
-// A comma-separated list of counts in [1, hi] for `flag`; K and M suffixes multiply by 1024 and
+// A comma-separated list of counts in [lo, hi] for `flag`; K and M suffixes multiply by 1024 and
 // 1048576.
-std::vector<int64_t> parse_list(const std::string& s, const char* flag, int64_t hi) {
+std::vector<int64_t> parse_list(const std::string& s, const char* flag, int64_t hi, int64_t lo = 1) {
   std::vector<int64_t> v;
   std::stringstream ss(s);
   std::string item;
@@ -117,12 +135,24 @@ std::vector<int64_t> parse_list(const std::string& s, const char* flag, int64_t 
     if (mult > 1) digits.pop_back();
     const bool numeric = !digits.empty() && digits.size() <= 9 &&
                          std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
-    const int64_t x = numeric ? std::stoll(digits) * mult : 0;
-    DSA_CHECK(numeric && x >= 1 && x <= hi, "{} '{}': '{}' is not a count in [1, {}]", flag, s, item, hi);
+    const int64_t x = numeric ? std::stoll(digits) * mult : -1;
+    DSA_CHECK(numeric && x >= lo && x <= hi, "{} '{}': '{}' is not a count in [{}, {}]", flag, s, item, lo, hi);
     v.push_back(x);
   }
   DSA_CHECK(!v.empty(), "{} is empty", flag);
   return v;
+}
+
+// The draft counts measured: N = 0 (the reference of the speed-ups) and every N of
+// --speculative-tokens, ascending, each once. Only {0} without the option.
+std::vector<int> draft_counts(const std::string& spec) {
+  std::vector<int> ns{0};
+  if (spec.empty()) return ns;
+  for (const int64_t n : parse_list(spec, "--speculative-tokens", kMaxSpeculativeTokens, 0))
+    ns.push_back(static_cast<int>(n));
+  std::sort(ns.begin(), ns.end());
+  ns.erase(std::unique(ns.begin(), ns.end()), ns.end());
+  return ns;
 }
 
 double median(std::vector<double> v) {
@@ -142,12 +172,193 @@ std::map<std::string, int> real_layer_mix(const model::ModelConfig& measured, co
   return mix;
 }
 
+// Tokens a round of N drafts yields when each draft is accepted with probability a, independently
+// (the accepted prefix plus the correction or bonus token): sum_{k=0..N} a^k.
+double expected_tokens(int n, double a) { return (1 - std::pow(a, n + 1)) / (1 - a); }
+constexpr double kAcceptance[] = {0.6, 0.7, 0.8, 0.9};
+
+// Timings of one kind of runner call (the target's decode step or verification, or an MTP draft
+// step) over the timed engine steps.
+struct CallTimes {
+  std::vector<double> device_ms, host_ms, wall_ms;
+  int calls = 0, replayed = 0;
+  int64_t tokens = -1;  // of the first call (every call of a kind is checked to have the same)
+  int64_t nodes = -1;   // of a captured or replayed graph of the call
+  void add(const engine::StepProfile& p, bool cuda) {
+    if (cuda) device_ms.push_back(p.device_ms);
+    host_ms.push_back(p.host_ms);
+    wall_ms.push_back(p.wall_ms);
+    ++calls;
+    replayed += p.graph == engine::StepProfile::Graph::Replayed;
+    if (tokens < 0) tokens = p.tokens;
+    if (p.graph_nodes >= 0) nodes = p.graph_nodes;
+  }
+  // The time rows report: device time on CUDA, the call's wall time on the CPU (no device).
+  double us(bool cuda) const { return median(cuda ? device_ms : wall_ms) * 1e3; }
+};
+
+// A target step's layer boundaries (CUDA events): per layer kind and the head.
+struct LayerTimes {
+  std::map<std::string, std::vector<double>> per_kind;
+  std::vector<double> head_ms;
+  void add(const engine::StepProfile& p, const model::ModelConfig& c) {
+    DSA_CHECK(p.points_ms.size() == static_cast<size_t>(c.num_layers) + 1,
+              "bench decode: the forward marked {} points, expected {}", p.points_ms.size(), c.num_layers + 1);
+    for (int l = 0; l < c.num_layers; ++l) per_kind[kind_of(c, l)].push_back(p.points_ms[l + 1] - p.points_ms[l]);
+    head_ms.push_back(p.device_ms - p.points_ms.back() + p.points_ms.front());
+  }
+};
+
+// What stays the same over every measured shape.
+struct Setup {
+  const model::ModelConfig& c;
+  std::vector<size_t> layer_bytes;
+  std::map<std::string, int> mix;
+  double copy_gbs = 0;
+  bool cuda = false;
+};
+
+// Rows per layer kind of a target step of T tokens over B requests at ctx tokens of context:
+// median time, the bytes it reads and their floor at the copy rate. Returns the per-kind time (us).
+// The KV bytes count each request's context once (the N + 1 verified rows of a request read the
+// same window and mostly the same entries: the floor is a lower bound); the routed experts, the
+// ones T tokens are expected to touch.
+std::map<std::string, double> layer_rows(const Setup& su, const LayerTimes& lt, const std::string& prefix, int64_t B,
+                                         int64_t T, int64_t ctx, std::vector<Row>& rows) {
+  const model::ModelConfig& c = su.c;
+  std::map<std::string, double> kind_us;
+  for (const auto& [kind, ts] : lt.per_kind) {
+    double wbytes = 0, kvbytes = 0;
+    int n = 0;
+    for (int l = 0; l < c.num_layers; ++l)
+      if (kind_of(c, l) == kind) {
+        // What the step reads: the layer's weights, with only the routed experts it touches.
+        double b = static_cast<double>(su.layer_bytes[static_cast<size_t>(l)]);
+        if (has_routed_experts(c, l)) b -= (c.n_routed_experts - touched_experts(c, T)) * expert_bytes(c);
+        wbytes += b;
+        kvbytes += kv_read_bytes(c, l, ctx) * static_cast<double>(B);
+        ++n;
+      }
+    wbytes /= n;
+    kvbytes /= n;
+    const double us = median(ts) * 1e3, bytes = wbytes + kvbytes;
+    const double floor_us = bytes / (su.copy_gbs * 1e9) * 1e6;  // at the copy rate (read + write bytes per s)
+    kind_us[kind] = us;
+    Row r;
+    r.name = fmt::format("{} {} layer", prefix, kind);
+    r.us = us;
+    r.gbs = bytes / (us * 1e-6) / 1e9;
+    r.roofline_pct = floor_us / us * 100;
+    r.extra["weight_MB"] = wbytes / 1e6;
+    r.extra["kv_MB"] = kvbytes / 1e6;
+    r.extra["floor_us"] = floor_us;
+    r.extra["x_floor"] = us / floor_us;
+    rows.push_back(r);
+  }
+  return kind_us;
+}
+
+// The real model's target step: its layer mix at the measured per-kind times, plus the head.
+// `complete` is false when a kind of the mix was not measured.
+double full_model_us(const Setup& su, const std::map<std::string, double>& kind_us, double head_us, bool& complete) {
+  double us = head_us;
+  complete = true;
+  for (const auto& [kind, n] : su.mix) {
+    const auto it = kind_us.find(kind);
+    if (it == kind_us.end()) complete = false;
+    else us += n * it->second;
+  }
+  return us;
+}
+
+// The N = 0 step of a shape, which the speculative rows of the same shape compare with.
+struct Reference {
+  double step_us = 0, wall_us = 0, full_us = 0;  // full_us: the extrapolated full model (CUDA)
+};
+
+// A runner call's row: time, host time, wall time of the call, launches, graph replays.
+Row call_row(const std::string& name, const CallTimes& t, bool cuda, bool graphs, int64_t launches) {
+  Row r;
+  r.name = name;
+  r.us = t.us(cuda);
+  r.extra["tokens"] = t.tokens;
+  r.extra["host_us"] = median(t.host_ms) * 1e3;
+  r.extra["wall_us"] = median(t.wall_ms) * 1e3;
+  r.extra["launches"] = launches;
+  if (graphs) r.extra["replayed"] = fmt::format("{}/{}", t.replayed, t.calls);
+  return r;
+}
+
+// The rows of a shape measured with N > 0 drafts: the verification (per layer kind and whole),
+// the draft steps, the round and, on CUDA, the full model extrapolated, with speed-ups over ref.
+void speculative_rows(const Setup& su, const std::string& prefix, int n, int64_t B, int64_t ctx, bool graphs,
+                      const CallTimes& verify, const LayerTimes& vlayers, const std::vector<CallTimes>& drafts,
+                      const std::vector<double>& round_wall_ms, double emitted_per_round, int64_t verify_launches,
+                      const std::string& capture_error, const Reference& ref, std::vector<Row>& rows) {
+  const bool cuda = su.cuda;
+  const std::map<std::string, double> kind_us =
+      cuda ? layer_rows(su, vlayers, prefix + " verify", B, verify.tokens, ctx, rows) : std::map<std::string, double>{};
+  Row v = call_row(fmt::format("{} verify step ({} layers)", prefix, su.c.num_layers), verify, cuda, graphs,
+                   verify_launches);
+  if (!capture_error.empty()) v.extra["capture_error"] = capture_error;
+  v.extra["x_N0"] = v.us / ref.step_us;
+  rows.push_back(v);
+  // Draft step 1 catches the MTP cache up with the N + 1 committed positions (B x (N + 1) tokens)
+  // and proposes the first draft; steps 2..N chain one token per request.
+  double drafts_us = 0, drafts_host_us = 0;
+  for (size_t k = 0; k < drafts.size(); ++k) {
+    if (drafts[k].calls == 0) continue;
+    const std::string what = k == 0 ? "draft step 1" : fmt::format("draft steps 2-{}", n);
+    rows.push_back(call_row(fmt::format("{} {}", prefix, what), drafts[k], cuda, graphs, drafts[k].nodes));
+    const double per_round = static_cast<double>(drafts[k].calls) / static_cast<double>(round_wall_ms.size());
+    drafts_us += drafts[k].us(cuda) * per_round;
+    drafts_host_us += median(drafts[k].host_ms) * 1e3 * per_round;
+  }
+  // The round: 1 verification + N draft steps, what one engine step costs in steady state.
+  Row r;
+  r.name = fmt::format("{} round (verify + {} drafts)", prefix, n);
+  r.us = v.us + drafts_us;
+  r.extra["host_us"] = median(verify.host_ms) * 1e3 + drafts_host_us;
+  const double wall_us = median(round_wall_ms) * 1e3;
+  r.extra["wall_us"] = wall_us;
+  r.extra["tokens"] = emitted_per_round;  // every draft accepted: B x (N + 1)
+  r.extra["x_N0"] = wall_us / ref.wall_us;
+  // The engine's rate at acceptance a: E(a) tokens per request per round of this wall time,
+  // against one token per request per N = 0 step.
+  for (const double a : kAcceptance)
+    r.extra[fmt::format("speedup_a{:.1f}", a)] = expected_tokens(n, a) * ref.wall_us / wall_us;
+  rows.push_back(r);
+  if (!cuda) return;
+  // The real model: the verification at its layer mix, plus the N draft steps as measured (the
+  // MTP layer and the head: the same in the real model).
+  bool complete = true;
+  const double verify_full = full_model_us(su, kind_us, median(vlayers.head_ms) * 1e3, complete);
+  Row m;
+  m.name = fmt::format("{} full model (extrapolated)", prefix);
+  m.us = verify_full + drafts_us;
+  m.extra["verify_us"] = verify_full;
+  m.extra["drafts_us"] = drafts_us;
+  m.extra["x_N0"] = m.us / ref.full_us;
+  for (const double a : kAcceptance) {
+    const double e = expected_tokens(n, a);
+    m.extra[fmt::format("tok_s_a{:.1f}", a)] = static_cast<double>(B) * e / (m.us * 1e-6);
+    m.extra[fmt::format("speedup_a{:.1f}", a)] = e * ref.full_us / m.us;
+  }
+  if (!complete) m.extra["note"] = "a layer kind of the real model was not measured";
+  rows.push_back(m);
+}
+
 std::vector<Row> run(const Options& o) {
   const Device dev = o.device_name == "cpu" ? Device::cpu() : Device::cuda(o.device);
   DSA_CHECK(o.device_name == "cpu" || o.device_name == "cuda", "--on must be cpu or cuda, got '{}'", o.device_name);
   if (dev.is_cuda()) DSA_CHECK(!cuda_devices().empty(), "bench decode: no CUDA device ({})", cuda_unavailable_reason());
   const std::vector<int64_t> contexts = parse_list(o.context, "--context", int64_t{1} << 21);
   const int64_t cmax = *std::max_element(contexts.begin(), contexts.end());
+  const std::vector<int64_t> batches = parse_list(o.batch, "--batch", 4096);
+  const int64_t bmax = *std::max_element(batches.begin(), batches.end());
+  const std::vector<int> ns = draft_counts(o.speculative);
+  const int nmax = ns.back();
+  const bool spec = !o.speculative.empty();
   std::string dir = o.model;
   TempCheckpoint tmp;
   std::string preset = o.preset;
@@ -167,7 +378,15 @@ std::vector<Row> run(const Options& o) {
     make_tiny_checkpoint(t, tmp.dir.string());
     dir = tmp.dir.string();
   }
-  cli::LoadedModel loaded = cli::load_model(dir, dev, o.tensor_parallel, {.progress = false});
+  if (spec) {
+    // Before tens of GB load: the drafts need the checkpoint's MTP layer.
+    const model::ModelConfig cfg = model::load_model_config(dir);
+    DSA_CHECK(cfg.num_mtp_layers > 0,
+              "bench decode: --speculative-tokens {} needs an MTP layer, but {} has none (num_nextn_predict_layers = "
+              "{})",
+              o.speculative, dir, cfg.num_mtp_layers);
+  }
+  cli::LoadedModel loaded = cli::load_model(dir, dev, o.tensor_parallel, {.progress = false, .mtp = nmax > 0}, nmax);
   model::CausalLM* lm = &loaded.lm();
   // A real-shape checkpoint is tens of GB: delete it as soon as it is loaded (the model holds
   // its own copy or the mapping; an unlinked file stays mapped), so that a benchmark stopped by
@@ -179,8 +398,6 @@ std::vector<Row> run(const Options& o) {
             "bench decode: --graphs on with --tensor-parallel-size {}: tensor-parallel steps run eagerly (the "
             "in-process group stages its all-reduces through host memory, which a CUDA graph cannot capture)",
             loaded.tp_size());
-  const std::vector<int64_t> batches = parse_list(o.batch, "--batch", 4096);
-  const int64_t bmax = *std::max_element(batches.begin(), batches.end());
   const int warm = 2, timed = o.quick ? 3 : 8;
 #ifdef DSA_WITH_CUDA
   const double copy_gbs = dev.is_cuda() ? measured_copy_gbs() : 0;
@@ -188,15 +405,22 @@ std::vector<Row> run(const Options& o) {
   const double copy_gbs = 0;
 #endif
   if (copy_gbs > 0) std::printf("measured copy bandwidth %.0f GB/s (read + write)\n", copy_gbs);
+  // Every engine step emits up to N + 1 tokens per request: room for all of them, so that no
+  // draft is cut by max_tokens or the context until the shape is done.
+  const int64_t per_step = nmax + 1, steps = warm + timed + 4;
   engine::EngineOptions eo;
   eo.max_running = static_cast<int>(bmax);
-  eo.max_step_tokens = std::max<int64_t>(bmax, std::min<int64_t>(bmax * cmax, 8192));
-  eo.max_model_len = cmax + warm + timed + 8;
+  eo.max_step_tokens = std::max<int64_t>(bmax * per_step, std::min<int64_t>(bmax * cmax, 8192));
+  eo.max_model_len = cmax + (steps + 4) * per_step;
+  // N > 0: one engine with N = max of the list; each request asks for its own N (N = 0 requests
+  // decode without drafts in it). Every draft is accepted (benchmark mode, engine.h), so each
+  // step is a full round.
+  eo.speculative_tokens = nmax;
+  eo.benchmark_accept_all_drafts = nmax > 0;
   const std::unique_ptr<engine::Engine> owned_engine = loaded.engine(eo);
   engine::Engine& eng = *owned_engine;
   eng.runner().set_profiling(true);
-  const std::vector<size_t> layer_bytes = lm->layer_weight_bytes();
-  const std::map<std::string, int> mix = real_layer_mix(c, preset);
+  const Setup su{c, lm->layer_weight_bytes(), real_layer_mix(c, preset), copy_gbs, dev.is_cuda()};
   std::mt19937_64 gen(7);
   std::vector<Row> rows;
 
@@ -207,30 +431,41 @@ std::vector<Row> run(const Options& o) {
   struct Shape {
     int64_t ctx, B;
     bool graphs;
+    int n;
   };
-  std::vector<Shape> shapes;
+  std::vector<Shape> shapes;  // N innermost and ascending: N = 0 runs first, the reference of the others
   for (const int64_t ctx : contexts)
     for (const int64_t B : batches)
-      for (const bool g : modes) shapes.push_back({ctx, B, g});
+      for (const bool g : modes)
+        for (const int n : ns) shapes.push_back({ctx, B, g, n});
+  Reference ref;
   for (const Shape& shape : shapes) {
     const int64_t ctx = shape.ctx, B = shape.B;
-    eng.runner().set_graphs(shape.graphs, std::max<int64_t>(bmax, 512));
-    // Row names carry the context when several are measured, the mode when both are.
+    const int n = shape.n;
+    eng.runner().set_graphs(shape.graphs, std::max<int64_t>(bmax * per_step, 512));
+    // Row names carry the context when several are measured, the mode when both are, N with
+    // --speculative-tokens.
     std::string tag = contexts.size() > 1 ? fmt::format("ctx={} B={}", ctx, B) : fmt::format("B={}", B);
     if (modes.size() > 1) tag += shape.graphs ? " graph" : " eager";
+    if (spec) tag += fmt::format(" N={}", n);
     engine::SamplingParams sp;
-    sp.max_tokens = warm + timed + 4;
+    sp.max_tokens = steps * per_step;
     sp.ignore_eos = true;
+    sp.speculative_tokens = n;
     std::map<uint64_t, bool> decoding;
     for (int64_t i = 0; i < B; ++i) {
       std::vector<int32_t> p(static_cast<size_t>(ctx));
       for (int32_t& t : p) t = static_cast<int32_t>(gen() % static_cast<uint64_t>(c.vocab_size));
       decoding[eng.add_request(p, sp)] = false;
     }
+    int64_t emitted = 0;  // tokens the step produced
     auto step = [&] {
+      eng.runner().clear_profile_log();
+      emitted = 0;
       for (const engine::StepOutput& s : eng.step()) {
         DSA_CHECK(s.finish != engine::FinishReason::Error, "bench decode: {}", s.error);
         if (!s.new_tokens.empty()) decoding[s.id] = true;
+        emitted += static_cast<int64_t>(s.new_tokens.size());
       }
     };
     // The prompts' chunked prefill up to every request's first token (time to first token).
@@ -241,102 +476,83 @@ std::vector<Row> run(const Options& o) {
     int64_t nodes = -1;
     std::string capture_error;
     if (dev.is_cuda()) {
-      eng.runner().count_nodes_next_step();
+      eng.runner().count_nodes_next_step();  // the next runner call: the target step
       step();
-      nodes = eng.runner().profile().graph_nodes;
-      capture_error = eng.runner().profile().capture_error;
+      nodes = eng.runner().profile_log().front().graph_nodes;
+      capture_error = eng.runner().profile_log().front().capture_error;
     }
-    std::map<std::string, std::vector<double>> per_kind;
-    std::vector<double> device_ms, host_ms, wall_ms, head_ms;
-    int replayed = 0;
+    CallTimes target;
+    LayerTimes layers;
+    std::vector<CallTimes> drafts(2);  // draft step 1; draft steps 2..N
+    std::vector<double> wall_ms;
+    double emitted_sum = 0;
     const uint64_t bytes0 = tp ? eng.tensor_parallel()->collective_bytes(0) : 0;
     for (int i = 0; i < timed; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       step();
       wall_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-      const engine::StepProfile& p = eng.runner().profile();
-      replayed += p.graph == engine::StepProfile::Graph::Replayed;
-      host_ms.push_back(p.host_ms);
-      if (!dev.is_cuda()) continue;
-      device_ms.push_back(p.device_ms);
-      DSA_CHECK(p.points_ms.size() == static_cast<size_t>(c.num_layers) + 1,
-                "bench decode: the forward marked {} points, expected {}", p.points_ms.size(), c.num_layers + 1);
-      for (int l = 0; l < c.num_layers; ++l) per_kind[kind_of(c, l)].push_back(p.points_ms[l + 1] - p.points_ms[l]);
-      head_ms.push_back(p.device_ms - p.points_ms.back() + p.points_ms.front());
+      emitted_sum += static_cast<double>(emitted);
+      const std::vector<engine::StepProfile>& log = eng.runner().profile_log();
+      // The steady-state round: the target step over B x (N + 1) tokens, then N MTP steps.
+      DSA_CHECK(!log.empty() && !log.front().draft && (n == 0 || log.front().tokens == B * (n + 1)) &&
+                    log.size() == static_cast<size_t>(n) + 1,
+                "bench decode: {}: a step ran {} runner calls, the first of {} tokens; expected a target step of B x "
+                "(N + 1) = {} tokens and {} draft steps (were drafts cut by the KV cache or the step budget?)",
+                tag, log.size(), log.empty() ? 0 : log.front().tokens, B * (n + 1), n);
+      target.add(log.front(), dev.is_cuda());
+      if (dev.is_cuda()) layers.add(log.front(), c);
+      for (size_t k = 1; k < log.size(); ++k) {
+        DSA_CHECK(log[k].draft, "bench decode: {}: runner call {} of a step is not a draft step", tag, k);
+        drafts[k == 1 ? 0 : 1].add(log[k], dev.is_cuda());
+      }
     }
     const uint64_t step_bytes = tp ? (eng.tensor_parallel()->collective_bytes(0) - bytes0) / timed : 0;
     for (const auto& [id, started] : decoding) eng.abort(id);
     while (eng.has_unfinished()) eng.step();
 
-    // Per layer kind: time, bytes, floor.
-    std::map<std::string, double> kind_us;
-    for (auto& [kind, ts] : per_kind) {
-      double wbytes = 0, kvbytes = 0;
-      int n = 0;
-      for (int l = 0; l < c.num_layers; ++l)
-        if (kind_of(c, l) == kind) {
-          // What the step reads: the layer's weights, with only the routed experts it touches.
-          double b = static_cast<double>(layer_bytes[static_cast<size_t>(l)]);
-          if (has_routed_experts(c, l)) b -= (c.n_routed_experts - touched_experts(c, B)) * expert_bytes(c);
-          wbytes += b;
-          kvbytes += kv_read_bytes(c, l, ctx) * static_cast<double>(B);
-          ++n;
-        }
-      wbytes /= n;
-      kvbytes /= n;
-      const double us = median(ts) * 1e3, bytes = wbytes + kvbytes;
-      const double floor_us = bytes / (copy_gbs * 1e9) * 1e6;  // at the copy rate (read + write bytes per s)
-      kind_us[kind] = us;
-      Row r;
-      r.name = fmt::format("{} {} layer", tag, kind);
-      r.us = us;
-      r.gbs = bytes / (us * 1e-6) / 1e9;
-      r.roofline_pct = floor_us / us * 100;
-      r.extra["weight_MB"] = wbytes / 1e6;
-      r.extra["kv_MB"] = kvbytes / 1e6;
-      r.extra["floor_us"] = floor_us;
-      r.extra["x_floor"] = us / floor_us;
-      rows.push_back(r);
-    }
     Row pf;
     pf.name = fmt::format("{} prefill to first token", tag);
     pf.us = prefill_s * 1e6;
     pf.extra["tok_s"] = static_cast<double>(B * ctx) / prefill_s;
     pf.extra["chunk"] = eo.max_step_tokens;
     rows.push_back(pf);
-    Row s;
-    s.name = fmt::format("{} step ({} layers)", tag, c.num_layers);
-    s.us = dev.is_cuda() ? median(device_ms) * 1e3 : median(wall_ms) * 1e3;
-    s.extra["host_us"] = median(host_ms) * 1e3;
-    s.extra["wall_us"] = median(wall_ms) * 1e3;
-    s.extra["launches"] = nodes;
-    if (!capture_error.empty()) s.extra["capture_error"] = capture_error;
-    if (shape.graphs) s.extra["replayed"] = fmt::format("{}/{}", replayed, timed);
-    if (tp) {
-      s.extra["tp"] = loaded.tp_size();
-      s.extra["allreduce_KB"] = static_cast<double>(step_bytes) / 1024;  // rank 0's payload per step
-    }
-    s.extra["tok_s"] = static_cast<double>(B) / (median(wall_ms) * 1e-3);
-    rows.push_back(s);
-    if (dev.is_cuda()) {
-      // The real model: its layer mix at the measured per-kind times, plus the head.
-      double us = median(head_ms) * 1e3;
-      bool complete = true;
-      for (const auto& [kind, n] : mix) {
-        if (!kind_us.count(kind)) complete = false;
-        us += n * (kind_us.count(kind) ? kind_us[kind] : 0);
+    const double step_us = dev.is_cuda() ? target.us(true) : median(wall_ms) * 1e3;
+    if (n > 0) {
+      speculative_rows(su, tag, n, B, ctx, shape.graphs, target, layers, drafts, wall_ms,
+                       emitted_sum / static_cast<double>(timed), nodes, capture_error, ref, rows);
+    } else {
+      const std::map<std::string, double> kind_us = layer_rows(su, layers, tag, B, B, ctx, rows);
+      Row s;
+      s.name = fmt::format("{} step ({} layers)", tag, c.num_layers);
+      s.us = step_us;
+      s.extra["host_us"] = median(target.host_ms) * 1e3;
+      s.extra["wall_us"] = median(wall_ms) * 1e3;
+      s.extra["launches"] = nodes;
+      if (!capture_error.empty()) s.extra["capture_error"] = capture_error;
+      if (shape.graphs) s.extra["replayed"] = fmt::format("{}/{}", target.replayed, timed);
+      if (tp) {
+        s.extra["tp"] = loaded.tp_size();
+        s.extra["allreduce_KB"] = static_cast<double>(step_bytes) / 1024;  // rank 0's payload per step
       }
-      Row m;
-      m.name = fmt::format("{} full model (extrapolated)", tag);
-      m.us = us;
-      m.extra["tok_s"] = static_cast<double>(B) / (us * 1e-6);
-      m.extra["head_us"] = median(head_ms) * 1e3;
-      if (!complete) m.extra["note"] = "a layer kind of the real model was not measured";
-      rows.push_back(m);
+      s.extra["tok_s"] = static_cast<double>(B) / (median(wall_ms) * 1e-3);
+      rows.push_back(s);
+      ref = Reference{target.us(dev.is_cuda()), median(wall_ms) * 1e3, 0};
+      if (dev.is_cuda()) {
+        bool complete = true;
+        const double head_us = median(layers.head_ms) * 1e3;
+        Row m;
+        m.name = fmt::format("{} full model (extrapolated)", tag);
+        m.us = full_model_us(su, kind_us, head_us, complete);
+        m.extra["tok_s"] = static_cast<double>(B) / (m.us * 1e-6);
+        m.extra["head_us"] = head_us;
+        if (!complete) m.extra["note"] = "a layer kind of the real model was not measured";
+        rows.push_back(m);
+        ref.full_us = m.us;
+      }
     }
     // Progress as each shape ends (the table comes at the end; a run cut short keeps these).
-    std::fprintf(stderr, "bench decode: %s: prefill %.2f s (%.0f tok/s), step %.1f us\n", tag.c_str(), prefill_s,
-                 static_cast<double>(B * ctx) / prefill_s, s.us);
+    std::fprintf(stderr, "bench decode: %s: prefill %.2f s (%.0f tok/s), %s %.1f us\n", tag.c_str(), prefill_s,
+                 static_cast<double>(B * ctx) / prefill_s, n > 0 ? "verify step" : "step", step_us);
   }
   return rows;
 }

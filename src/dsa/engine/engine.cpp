@@ -382,7 +382,11 @@ std::vector<StepOutput> Engine::step() {
       const auto first = res.tokens.begin() + row_of[i];
       const std::vector<int32_t> target(first, first + drafted[i] + 1);
       const std::span<const int32_t> drafts(s.drafts.data(), static_cast<size_t>(drafted[i]));
-      if (s.rejection) {
+      if (opt_.benchmark_accept_all_drafts) {  // benchmark only (engine.h): the drafts + the bonus token
+        accepted = drafted[i];
+        picks.assign(drafts.begin(), drafts.end());
+        picks.push_back(target.back());
+      } else if (s.rejection) {
         accepted = rejection_accept(s, drafts, target, [&](int j) { return logits_of(row_of[i] + j); }, V, picks);
       } else {
         accepted = accepted_prefix(drafts, target);

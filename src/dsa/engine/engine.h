@@ -76,6 +76,12 @@ struct EngineOptions {
   // Tests: called with every request's fresh drafts (may change them, not lengthen them), so a
   // test can force drafts that are all accepted or all rejected.
   std::function<void(const Sequence&, std::vector<int32_t>& drafts)> draft_hook;
+  // BENCHMARK ONLY (`dsa bench decode --speculative-tokens`): every verified draft is accepted
+  // whatever the target picked, so each step emits the drafts and the target's bonus token and
+  // the output is NOT the model's. It fixes the steady-state round shape (N + 1 tokens verified
+  // per request, N MTP steps) on random weights, which accept nearly nothing. No flag of `dsa
+  // serve` / `dsa generate` sets it.
+  bool benchmark_accept_all_drafts = false;
 
   void validate() const;  // throws dsa::Error naming the field and value
 };

@@ -425,6 +425,13 @@ StepResult ModelRunner::execute(kv::BatchMetadata& meta, const std::vector<RowRe
     Tensor row = logits.slice(0, i, i + 1).to(Device::cpu());
     res.tokens[i] = ops::sample_row(row.data<float>(), V, rows[i].sampling);
   }
+  if (profiling_) {
+    profile_.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
+    profile_.tokens = meta.num_tokens();
+    profile_.draft = draft;
+    if (profile_log_.size() >= 4096) profile_log_.erase(profile_log_.begin());
+    profile_log_.push_back(profile_);
+  }
   return res;
 }
 

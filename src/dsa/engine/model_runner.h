@@ -69,6 +69,9 @@ struct StepProfile {
   int64_t graph_nodes = -1;       // kernels, copies and memsets of forward + sampling (stream capture); -1 = not counted
   std::string capture_error;      // why the capture failed, when it did
   enum class Graph { None, Captured, Replayed } graph = Graph::None;  // how the step ran (CUDA graphs on)
+  double wall_ms = 0;             // host time of the whole run() call, the wait for the ids included
+  int64_t tokens = 0;             // tokens of the step (padding included)
+  bool draft = false;             // an MTP step (StepExtras::draft)
 };
 
 // What the start-up capture of the decode buckets did (ModelRunner::capture_decode_graphs).
@@ -132,6 +135,11 @@ class ModelRunner {
   GraphCaptureReport capture_decode_graphs();
   void count_nodes_next_step() { count_nodes_ = true; }
   const StepProfile& profile() const { return profile_; }
+  // With profiling on, every step's profile since the last clear, in order: an engine step with
+  // speculation makes several runner steps (the verification, then the MTP steps), and profile()
+  // only keeps the last. Bounded (the oldest go past 4096 entries) for a caller that never clears.
+  const std::vector<StepProfile>& profile_log() const { return profile_log_; }
+  void clear_profile_log() { profile_log_.clear(); }
 
   model::CausalLM& model() { return lm_; }
   kv::KvManager& kv() { return kv_; }
@@ -158,6 +166,7 @@ class ModelRunner {
   int64_t pad_max_ = 0, padded_steps_ = 0;
   std::set<std::vector<uint64_t>> shapes_;
   StepProfile profile_;
+  std::vector<StepProfile> profile_log_;
   std::unique_ptr<Events> events_;
   std::unique_ptr<StepGraphs> graphs_;  // last: its graphs go before the memory they point into
 };
