@@ -247,3 +247,23 @@ TEST(DummyLoad, CudaForwardIsFiniteAndMatchesItself) {
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << arch;
   }
 }
+
+TEST(DummyLoad, HostGroupedFillEqualsElementFill) {
+  // The host fill draws the byte kinds 8 bytes per hash over ranges (fill_range); the device
+  // kernel writes element by element (fill_element): they must agree at every offset.
+  using model::dummy::FillKind;
+  for (FillKind k : {FillKind::E4m3, FillKind::Bytes, FillKind::ConstByte, FillKind::Bf16, FillKind::F32}) {
+    model::dummy::FillRecipe r;
+    r.kind = k;
+    r.a = 1.f;
+    r.b = 0.25f;
+    r.byte = 120;
+    std::vector<uint32_t> a(64), b(64);  // room for 64 f32 or 256 bytes
+    for (int64_t i = 0; i < 61; ++i) model::dummy::fill_element(r, 77, i, a.data());
+    model::dummy::fill_range(r, 77, 0, 5, b.data());
+    model::dummy::fill_range(r, 77, 5, 22, b.data());
+    model::dummy::fill_range(r, 77, 22, 61, b.data());
+    const size_t bytes = k == FillKind::F32 ? 61 * 4 : k == FillKind::Bf16 ? 61 * 2 : 61;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), bytes), 0) << static_cast<int>(k);
+  }
+}

@@ -50,24 +50,30 @@ DSA_HD uint64_t element_hash(uint64_t tensor_seed, uint64_t i) {
 // Uniform in [-1, 1) on a grid of 2^-23: exact in f32 on both sides.
 DSA_HD float uniform_pm1(uint64_t h) { return static_cast<float>(h >> 40) * (1.0f / 8388608.0f) - 1.0f; }
 
+DSA_HD bool is_byte_kind(FillKind k) { return k == FillKind::E4m3 || k == FillKind::Bytes || k == FillKind::ConstByte; }
+
+// The byte kinds draw 8 bytes from one hash (the host fill computes it once per 8 bytes): byte i
+// of the tensor comes from byte i % 8 of element_hash(seed, i / 8), `b`, as follows.
+DSA_HD uint8_t byte_code(const FillRecipe& r, uint8_t b) {
+  if (r.kind == FillKind::E4m3)  // S.EEEE.MMM, exponent field 6 or 7 (bias 7): |x| 0.5..1.875; NaN needs 15
+    return static_cast<uint8_t>((b & 0x80u) | ((6u + (b & 1u)) << 3) | ((b >> 1) & 7u));
+  if (r.kind == FillKind::Bytes) return b;
+  return r.byte;
+}
+
 // Element i (a byte for the byte kinds, a value otherwise) written at `out` (the tensor's base).
 DSA_HD void fill_element(const FillRecipe& r, uint64_t seed, int64_t i, void* out) {
+  if (is_byte_kind(r.kind)) {
+    const uint64_t h = element_hash(seed, static_cast<uint64_t>(i) >> 3);
+    static_cast<uint8_t*>(out)[i] = byte_code(r, static_cast<uint8_t>(h >> (8 * (i & 7))));
+    return;
+  }
   const uint64_t h = element_hash(seed, static_cast<uint64_t>(i));
   switch (r.kind) {
-    case FillKind::E4m3: {
-      // S.EEEE.MMM with exponent field 6 or 7 (bias 7): 0.5..1.875; the NaN code needs field 15.
-      const uint8_t sign = static_cast<uint8_t>(h & 0x80u);
-      const uint8_t exp = static_cast<uint8_t>(6u + ((h >> 8) & 1u));
-      const uint8_t man = static_cast<uint8_t>((h >> 16) & 7u);
-      static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(sign | (exp << 3) | man);
-      return;
-    }
+    case FillKind::E4m3:
     case FillKind::Bytes:
-      static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(h >> 24);
-      return;
     case FillKind::ConstByte:
-      static_cast<uint8_t*>(out)[i] = r.byte;
-      return;
+      return;  // above
     case FillKind::Bf16:
       static_cast<uint16_t*>(out)[i] = f32_to_bf16_bits(fmaf(r.b, uniform_pm1(h), r.a));
       return;
@@ -91,8 +97,23 @@ DSA_HD void fill_element(const FillRecipe& r, uint64_t seed, int64_t i, void* ou
 
 // Elements fill_element writes for a tensor of `numel` elements of `elem_bytes` bytes each.
 inline int64_t fill_elements(const FillRecipe& r, int64_t numel, int64_t elem_bytes) {
-  return (r.kind == FillKind::E4m3 || r.kind == FillKind::Bytes || r.kind == FillKind::ConstByte) ? numel * elem_bytes
-                                                                                                  : numel;
+  return is_byte_kind(r.kind) ? numel * elem_bytes : numel;
+}
+
+// Host: elements [lo, hi) as fill_element writes them, the byte kinds 8 bytes per hash.
+inline void fill_range(const FillRecipe& r, uint64_t seed, int64_t lo, int64_t hi, void* out) {
+  if (!is_byte_kind(r.kind)) {
+    for (int64_t i = lo; i < hi; ++i) fill_element(r, seed, i, out);
+    return;
+  }
+  uint8_t* p = static_cast<uint8_t*>(out);
+  int64_t i = lo;
+  for (; i < hi && (i & 7) != 0; ++i) fill_element(r, seed, i, out);
+  for (; i + 8 <= hi; i += 8) {
+    const uint64_t h = element_hash(seed, static_cast<uint64_t>(i) >> 3);
+    for (int j = 0; j < 8; ++j) p[i + j] = byte_code(r, static_cast<uint8_t>(h >> (8 * j)));
+  }
+  for (; i < hi; ++i) fill_element(r, seed, i, out);
 }
 
 #ifdef DSA_WITH_CUDA

@@ -166,12 +166,10 @@ void dummy_fill(Tensor& t, const FillRecipe& r, uint64_t tensor_seed) {
   constexpr int64_t kChunk = int64_t{1} << 20;
   const int64_t workers =
       std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), (n + kChunk - 1) / kChunk);
-  auto run = [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) model::dummy::fill_element(r, tensor_seed, i, out);
-  };
+  auto run = [&](int64_t lo, int64_t hi) { model::dummy::fill_range(r, tensor_seed, lo, hi, out); };
   if (workers <= 1) return run(0, n);
   std::vector<std::thread> pool;
-  const int64_t per = (n + workers - 1) / workers;
+  const int64_t per = ((n + workers - 1) / workers + 7) / 8 * 8;  // whole 8-byte groups per worker
   for (int64_t w = 0; w < workers; ++w) pool.emplace_back(run, w * per, std::min(n, (w + 1) * per));
   for (auto& th : pool) th.join();
 }
