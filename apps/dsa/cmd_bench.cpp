@@ -29,6 +29,12 @@ const bool registered = add_command([](CLI::App& app) {
                       "Real shapes with fast-filled weights: flash, pro (DeepSeek-V4) or glm-5.1; tiny-v4, tiny-glm")
           ->capture_default_str();
       sub->add_option("--layers", opts->layers, "Layers of the preset checkpoint (0: a default mix of layer kinds)");
+      sub->add_option("--load-format", opts->load_format,
+                      "dummy: weights filled on the device from the config (no checkpoint written; --model may be a "
+                      "directory with only config.json or a built-in name); safetensors: the checkpoint (a preset's "
+                      "is written first with make-tiny); auto: dummy for a preset, the checkpoint for --model")
+          ->check(CLI::IsMember({"auto", "safetensors", "dummy"}))
+          ->capture_default_str();
       sub->add_option("--batch", opts->batch, "Comma-separated batch sizes (concurrent decoding requests)")
           ->capture_default_str();
       sub->add_option("--context", opts->context,

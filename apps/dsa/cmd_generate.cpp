@@ -55,6 +55,7 @@ struct Args {
   int64_t top_k = 0;
   std::optional<uint64_t> seed;
   int tensor_parallel = 1;         // ranks (docs/parallelism.md)
+  LoadFormatArgs load;             // --load-format, --layers
 };
 
 // Greedy choice; a NaN / Inf logit (broken weights or arithmetic) is an error, not token 0.
@@ -76,7 +77,8 @@ void tune_for_generate(const Args& a, Device dev, size_t chunk) {
   o.tune = a.tune;
   o.max_seconds = a.tune_seconds;
   const tune::EngineLimits limits{tune::next_pow2(static_cast<int64_t>(chunk)), 1};
-  const tune::PlanModel pm = tune::plan_model_from_config(model::load_model_config(a.model));
+  const tune::PlanModel pm =
+      tune::plan_model_from_config(model::model_config_for_load(a.model, a.load.source().format, a.load.layers));
   tune::warm_up_for_model(pm, dev.index, limits, o);  // logs its one-line summary
 }
 
@@ -116,6 +118,7 @@ std::vector<int32_t> generate_showing_logits(model::CausalLM& lm, const std::vec
 
 void run(const Args& a) {
   using clock = std::chrono::steady_clock;
+  const model::WeightSource source = a.load.source();  // a bad --load-format fails before any work
   DSA_CHECK(a.prompt_ids.empty() != a.prompt_text.empty(), "generate: give --prompt-ids or --prompt (one of them)");
   std::unique_ptr<Tokenizer> tok;
   if (!a.prompt_text.empty()) tok = Tokenizer::load(a.tokenizer.empty() ? a.model : a.tokenizer);
@@ -134,7 +137,8 @@ void run(const Args& a) {
   DSA_CHECK(a.show_top == 0 || a.tensor_parallel == 1,
             "generate: --show-top runs one model without the engine; it does not take --tensor-parallel-size {}",
             a.tensor_parallel);
-  LoadedModel m = load_model(a.model, dev, a.tensor_parallel, {.mtp = a.speculative_tokens > 0}, a.speculative_tokens);
+  LoadedModel m = load_model(a.model, dev, a.tensor_parallel, {.mtp = a.speculative_tokens > 0, .weights = source},
+                             a.speculative_tokens);
   model::CausalLM* lm = &m.lm();
   const double load_s = std::chrono::duration<double>(clock::now() - t0).count();
   if (a.show_top > 0) {
@@ -199,7 +203,11 @@ const bool registered = add_command([](CLI::App& app) {
                                  "Generation from token ids or text, greedy unless --temperature (prints ids, text "
                                  "and timings)");
   auto a = std::make_shared<Args>();
-  cmd->add_option("--model", a->model, "Checkpoint directory (config.json + safetensors)")->required();
+  cmd->add_option("--model", a->model,
+                  "Checkpoint directory (config.json + safetensors); with --load-format dummy also a directory with "
+                  "only config.json or a built-in name")
+      ->required();
+  add_load_format_options(cmd, a->load);
   cmd->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids");
   cmd->add_option("--prompt", a->prompt_text, "Prompt text (encoded with the checkpoint's tokenizer.json)");
   cmd->add_option("--tokenizer", a->tokenizer, "tokenizer.json (or its directory) for --prompt; default: the model dir's");

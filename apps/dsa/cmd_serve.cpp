@@ -78,6 +78,7 @@ struct Args {
   size_t max_request_bytes = 4u << 20;
   double header_timeout = 10, idle_timeout = 15, read_timeout = 30, shutdown_timeout = 30;
   std::string chat_template;  // "" = the checkpoint's format
+  LoadFormatArgs load;        // --load-format, --layers
 };
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -195,12 +196,14 @@ void run(const Args& args) {
   const Device dev = parse_device(a.device);
   DSA_CHECK(a.tune_seconds >= 0, "--tune-seconds must be >= 0, got {}", a.tune_seconds);
   const engine::SpecAcceptance acceptance = engine::parse_spec_acceptance(a.speculative_acceptance);  // before loading
+  const model::WeightSource source = a.load.source();
+  const model::ModelConfig config = model::model_config_for_load(a.model, source.format, source.layers);
   if (dev.is_cuda() && dev.index >= 0 && dev.index < static_cast<int>(cuda_devices().size())) {
     tune::ModelWarmupOptions o;
     o.tune = a.tune;
     o.max_seconds = a.tune_seconds;
     const tune::EngineLimits limits{tune::next_pow2(a.max_step_tokens), a.max_running};
-    tune::warm_up_for_model(tune::plan_model_from_config(model::load_model_config(a.model)), dev.index, limits, o);
+    tune::warm_up_for_model(tune::plan_model_from_config(config), dev.index, limits, o);
   }
   // The tokenizer first: a broken one is reported before the weights load.
   std::shared_ptr<Tokenizer> tok;
@@ -214,9 +217,10 @@ void run(const Args& args) {
     log_info("no tokenizer: prompts are token ids, responses carry token_ids and empty text");
   }
   std::shared_ptr<const chat::PromptFormat> format;  // before the weights: a broken template fails fast
-  if (tok) format = chat::load_prompt_format(a.model, std::string(model::arch_name(model::load_model_config(a.model).arch)),
+  if (tok) format = chat::load_prompt_format(a.model, std::string(model::arch_name(config.arch)),
                                              a.chat_template);
-  LoadedModel loaded = load_model(a.model, dev, a.tensor_parallel, {.mtp = a.speculative_tokens > 0}, a.speculative_tokens);
+  LoadedModel loaded =
+      load_model(a.model, dev, a.tensor_parallel, {.mtp = a.speculative_tokens > 0, .weights = source}, a.speculative_tokens);
   model::CausalLM* lm = &loaded.lm();
   if (tok && tok->vocab_size() > lm->config().vocab_size)
     log_warn("the tokenizer has {} ids, the model's vocabulary {}: prompts using the ids above are refused (400)",
@@ -287,6 +291,7 @@ const bool registered = add_command([](CLI::App& app) {
   // Not named "model": newer CLI11 releases (the GPU machine's) refuse a positional named like --model.
   cmd->add_option("checkpoint", a->model_pos, "Checkpoint directory (config.json + safetensors)");
   cmd->add_option("--model", a->model, "Checkpoint directory (same as the positional argument)");
+  add_load_format_options(cmd, a->load);
   cmd->add_option("--host", a->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", a->port, "Port (0: any free port)")->capture_default_str();
   cmd->add_option("--device", a->device, "cpu (default), cuda or cuda:N");

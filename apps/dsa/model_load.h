@@ -10,7 +10,20 @@
 #include "dsa/engine/tp_models.h"
 #include "dsa/model/causal_lm.h"
 
+namespace CLI {
+class App;
+}
+
 namespace dsa::cli {
+
+// --load-format auto|safetensors|dummy and --layers N (dummy: only the first N layers), the same
+// on every command that loads a model (model/load_format.h).
+struct LoadFormatArgs {
+  std::string format = "auto";
+  int layers = 0;
+  model::WeightSource source() const;  // throws naming a bad --load-format
+};
+void add_load_format_options(CLI::App* cmd, LoadFormatArgs& a);
 
 struct LoadedModel {
   std::unique_ptr<model::CausalLM> whole;
@@ -22,7 +35,7 @@ struct LoadedModel {
   }
 };
 
-// Checks --tensor-parallel-size against config.json (and against --speculative-tokens, which the
+// Checks --tensor-parallel-size against config.json (or the built-in config of a dummy load) (and against --speculative-tokens, which the
 // sharded model cannot run yet) before any weight loads, then loads.
 LoadedModel load_model(const std::string& dir, Device dev, int tp_size, const model::LoadModelOptions& lo,
                        int speculative_tokens = 0);

@@ -18,6 +18,10 @@ struct Options {
   // fast-filled weights, the batch sizes and context to measure.
   std::string model, preset;
   int64_t layers = 0;
+  // --load-format: "dummy" fills the preset's (or --model's config's) weights on the device, no
+  // checkpoint written; "safetensors" writes the preset checkpoint with make-tiny first (the
+  // older path); "auto" (default): dummy for a preset, the checkpoint for --model.
+  std::string load_format = "auto";
   std::string batch = "1,8,32,128";
   std::string context = "512";  // comma-separated; K / M suffixes (x1024, x1048576)
   std::string graphs = "both";   // decode: "on" (CUDA graphs), "off" (eager) or "both" (each shape twice)

@@ -32,14 +32,17 @@
 // tok/s and speed-up over N = 0's extrapolated step at each a. Draft-step launches are counted
 // only from captured / replayed graphs. The KV floor of a verification counts each request's
 // context once (a lower bound: its N + 1 rows read mostly the same entries).
-// Checkpoints: --model DIR, or --preset flash|pro|glm-5.1 (real shapes, fast-filled weights,
-// --layers of them, written to /dev/shm when it has room, else the temporary directory, and
-// deleted once loaded) or tiny-v4|tiny-glm (CPU smoke runs).
+// Checkpoints: --model DIR, or --preset flash|pro|glm-5.1 (real shapes, --layers of them) or
+// tiny-v4|tiny-glm (CPU smoke runs). A preset loads dummy weights (model/dummy_weights.h: filled
+// on the device from the built-in config, nothing written) unless --load-format safetensors,
+// which writes a fast-filled checkpoint first (/dev/shm when it has room, else the temporary
+// directory; deleted once loaded). --model DIR --load-format dummy takes only DIR's config.json.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <sstream>
@@ -57,6 +60,7 @@
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/checkpoint_tiny.h"
 #include "dsa/model/config.h"
+#include "dsa/model/load_format.h"
 
 namespace dsa::bench {
 namespace {
@@ -362,7 +366,33 @@ std::vector<Row> run(const Options& o) {
   std::string dir = o.model;
   TempCheckpoint tmp;
   std::string preset = o.preset;
-  if (dir.empty()) {
+  model::WeightSource source;
+  source.format = model::parse_load_format(o.load_format);
+  if (source.format == model::LoadFormat::Auto && dir.empty()) source.format = model::LoadFormat::Dummy;
+  if (source.dummy()) {
+    // No checkpoint: the preset's built-in config (a tiny one written as config.json alone),
+    // cut to --layers, filled on the device.
+    if (dir.empty()) {
+      if (preset.empty()) preset = "flash";
+      const bool glm = preset == "glm-5.1" || preset == "tiny-glm";
+      if (preset == "tiny-v4" || preset == "tiny-glm") {
+        tmp.dir = std::filesystem::temp_directory_path() / fmt::format("dsa_bench_decode_{}_{}", preset, ::getpid());
+        std::filesystem::create_directories(tmp.dir);
+        const nlohmann::json cfg = glm ? glm5_config_json(tiny_glm5_dims(), 4)
+                                       : deepseek_v4_config_json(tiny_deepseek_v4_dims(), 4, 128);
+        std::ofstream((tmp.dir / "config.json").string()) << cfg.dump(2) << "\n";
+        dir = tmp.dir.string();
+      } else {
+        DSA_CHECK(preset == "flash" || preset == "pro" || preset == "glm-5.1",
+                  "bench decode: unknown --preset '{}' (flash, pro, glm-5.1, tiny-v4, tiny-glm)", preset);
+        dir = preset == "glm-5.1" ? "glm-5.1" : "deepseek-v4-" + preset;
+        source.layers = static_cast<int>(o.layers > 0 ? o.layers : (glm ? 5 : 4));
+      }
+    }
+    if (o.layers > 0) source.layers = static_cast<int>(o.layers);
+    std::printf("dummy weights of %s%s (no checkpoint written; outputs are meaningless)\n", dir.c_str(),
+                source.layers > 0 ? fmt::format(", first {} layers", source.layers).c_str() : "");
+  } else if (dir.empty()) {
     if (preset.empty()) preset = "flash";
     TinyOptions t;
     t.fast_fill = preset != "tiny-v4" && preset != "tiny-glm";
@@ -379,14 +409,18 @@ std::vector<Row> run(const Options& o) {
     dir = tmp.dir.string();
   }
   if (spec) {
-    // Before tens of GB load: the drafts need the checkpoint's MTP layer.
-    const model::ModelConfig cfg = model::load_model_config(dir);
+    // Before any weight loads: the drafts need the checkpoint's MTP layer.
+    const model::ModelConfig cfg = model::model_config_for_load(dir, source.format, source.layers);
     DSA_CHECK(cfg.num_mtp_layers > 0,
               "bench decode: --speculative-tokens {} needs an MTP layer, but {} has none (num_nextn_predict_layers = "
               "{})",
               o.speculative, dir, cfg.num_mtp_layers);
   }
-  cli::LoadedModel loaded = cli::load_model(dir, dev, o.tensor_parallel, {.progress = false, .mtp = nmax > 0}, nmax);
+  const auto load_start = std::chrono::steady_clock::now();
+  cli::LoadedModel loaded =
+      cli::load_model(dir, dev, o.tensor_parallel, {.progress = false, .mtp = nmax > 0, .weights = source}, nmax);
+  std::printf("model loaded in %.1f s\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
   model::CausalLM* lm = &loaded.lm();
   // A real-shape checkpoint is tens of GB: delete it as soon as it is loaded (the model holds
   // its own copy or the mapping; an unlinked file stays mapped), so that a benchmark stopped by

@@ -37,7 +37,7 @@ std::vector<Device> tp_rank_devices(Device base, int size) {
 TensorParallelModels::TensorParallelModels(const std::string& dir, int size, const std::vector<Device>& devices,
                                            const TpLoadOptions& opt)
     : group_(std::max(size, 1), opt.group), threads_(std::make_unique<parallel::RankThreads>(group_)) {
-  check_tensor_parallel_size(model::load_model_config(dir), size);
+  check_tensor_parallel_size(model::model_config_for_load(dir, opt.weights.format, opt.weights.layers), size);
   DSA_CHECK(devices.size() == 1 || devices.size() == static_cast<size_t>(size),
             "tensor parallel: {} devices for {} ranks (give one, or one per rank)", devices.size(), size);
   ranks_.resize(static_cast<size_t>(size));
@@ -47,6 +47,7 @@ TensorParallelModels::TensorParallelModels(const std::string& dir, int size, con
     model::LoadModelOptions lo;
     lo.progress = false;
     lo.shards = k.shards.get();
+    lo.weights = opt.weights;
     k.lm = model::load_causal_lm(dir, devices.size() == 1 ? devices[0] : devices[static_cast<size_t>(r)], lo);
   });
 }

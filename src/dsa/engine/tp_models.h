@@ -21,6 +21,9 @@ namespace dsa::engine {
 
 struct TpLoadOptions {
   parallel::InProcessOptions group;
+  // Checkpoint or dummy weights (model::LoadModelOptions::weights). A dummy load fills the whole
+  // model on each rank's host and then shards it, like a checkpoint (no per-rank fill yet).
+  model::WeightSource weights;
 };
 
 // Throws dsa::Error naming the value unless `size` can shard the model of `cfg`: >= 1, a GLM-5.1

@@ -13,6 +13,7 @@
 #include "dsa/core/tensor.h"
 #include "dsa/kv/cache_spec.h"
 #include "dsa/model/config.h"
+#include "dsa/model/load_format.h"
 #include "dsa/model/step_inputs.h"
 #include "dsa/model/shard_group.h"
 
@@ -59,10 +60,13 @@ struct LoadModelOptions {
   // Load the MTP layer onto the device too (speculative decoding, docs/speculative-decoding.md):
   // one more layer of memory, so only when asked for (`--speculative-tokens` > 0).
   bool mtp = false;
+  // --load-format: the checkpoint (default), or dummy weights from the config alone (`dir` may
+  // then be a built-in name or a directory holding only config.json; load_format.h).
+  WeightSource weights;
 };
 
-// Loads a checkpoint directory (config.json + safetensors) onto `device` and returns the model of
-// its architecture. Throws dsa::Error naming the file/tensor/field when anything is wrong.
+// Loads a checkpoint directory (config.json + safetensors), or with opt.weights dummy weights of a
+// config, onto `device` and returns the model of its architecture. Throws dsa::Error naming the file/tensor/field when anything is wrong.
 std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, Device device, const LoadModelOptions& opt = {});
 
 }  // namespace dsa::model

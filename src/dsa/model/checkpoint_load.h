@@ -25,6 +25,10 @@ struct LoadOptions {
 
 struct LoadedWeights {
   std::map<std::string, Tensor, std::less<>> tensors;  // spec name -> tensor (checkpoint format)
+  // Dummy loads (dummy_weights.h) only: DeepSeek-V4 experts already stacked as the model reads
+  // them, "<ffn>.experts.w13.weight" / ".w13.scale" / ".w2.weight" / ".w2.scale" (and the same
+  // under "<ffn>.shared_experts."); the per-expert entries of `tensors` are views into these.
+  std::map<std::string, Tensor, std::less<>> expert_stacks;
   weights::ValidationReport report;
   double seconds = 0;  // wall time of validation + copies
   uint64_t bytes = 0;  // bytes of the loaded tensors

@@ -15,6 +15,7 @@
 #include "dsa/model/cache_specs.h"
 #include "dsa/model/deepseek_v4/compressor_state.h"
 #include "dsa/model/deepseek_v4/step.h"
+#include "dsa/model/dummy_weights.h"
 #include "dsa/ops/mhc/mhc.h"
 #include "dsa/ops/norm/norm.h"
 #include "dsa/ops/tensor/tensor_ops.h"
@@ -294,8 +295,15 @@ std::unique_ptr<DeepseekV4Model> load_deepseek_v4_model(const std::string& dir, 
   if (device.is_cuda())
     DSA_CHECK(device.index >= 0 && device.index < static_cast<int>(cuda_devices().size()),
               "deepseek_v4: no CUDA device {} ({})", device.index, cuda_unavailable_reason());
-  ModelConfig config = load_model_config(dir);
+  ModelConfig config = model_config_for_load(dir, opt.weights.format, opt.weights.layers);
   DSA_CHECK(config.arch == Arch::DeepseekV4, "deepseek_v4: {} holds a {} model", dir, arch_name(config.arch));
+  if (opt.weights.dummy()) {
+    // Filled where the model keeps them (device-direct on CUDA, experts pre-stacked): the
+    // build below copies nothing but the small widened scales.
+    ModelWeights w = build_model_weights(dummy_model_weights(config, device, opt.weights.seed, opt.load_mtp), config,
+                                         device, opt.load_mtp);
+    return std::make_unique<DeepseekV4Model>(std::move(config), std::move(w), device, opt);
+  }
   LoadOptions lo;
   lo.device = Device::cpu();  // memory-mapped; build_model_weights copies each tensor to `device` once
   lo.progress = false;

@@ -17,6 +17,7 @@
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/deepseek_v4/step.h"
 #include "dsa/model/deepseek_v4/weights.h"
+#include "dsa/model/load_format.h"
 #include "dsa/ops/moe/moe_layer.h"
 
 namespace dsa::model::v4 {
@@ -25,6 +26,7 @@ struct V4Options {
   int block_size = 256;  // tokens per logical block (MODEL1 pages)
   bool progress = false; // loading progress
   bool load_mtp = false; // the MTP layer (draft(); LoadModelOptions::mtp)
+  WeightSource weights;  // checkpoint or dummy weights (LoadModelOptions::weights)
 };
 
 class DeepseekV4Model final : public CausalLM {

@@ -1,5 +1,7 @@
 #include "dsa/model/deepseek_v4/weights.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "dsa/core/dtype_conv.h"
@@ -60,11 +62,33 @@ void copy_rows(const Tensor& src, const Tensor& out, int64_t e, int64_t row) {
   dst.copy_from(src);
 }
 
+// Dummy loads (dummy_weights.h) allocate the experts already stacked on the device, under
+// `key` + "w13" / "w2" (".weight", ".scale"), with every expert's tensors views into them: the
+// stack is taken as it is (copying it would hold the experts twice). Empty when not stacked.
+std::optional<ops::ExpertWeights> prestacked(const LoadedWeights& w, const std::string& key, const char* which,
+                                             ops::WeightFormat fmt, Device dev) {
+  auto it = w.expert_stacks.find(key + which + ".weight");
+  if (it == w.expert_stacks.end() || it->second.device() != dev) return std::nullopt;
+  ops::ExpertWeights out;
+  out.format = fmt;
+  out.weight = it->second;
+  if (fmt == ops::WeightFormat::FP8Block && std::string(which) == "w13")
+    DSA_CHECK(out.weight.size(1) % 256 == 0, "deepseek_v4: {}w13 has {} rows; FP8 gate/up stacking needs w1 rows a "
+              "multiple of 128", key, out.weight.size(1));
+  if (fmt != ops::WeightFormat::BF16) {
+    auto s = w.expert_stacks.find(key + which + ".scale");
+    DSA_CHECK(s != w.expert_stacks.end(), "deepseek_v4: stacked experts {}{} without their scales", key, which);
+    out.scale = expert_scale(s->second, fmt).to(dev);
+  }
+  return out;
+}
+
 // Gate/up weights of experts [first, first+count) concatenated as [count][2I][...]: w1 rows then
 // w3 rows, for the weight and for the scale (MXFP4: per-row scales; FP8: 128-row blocks, so I must
 // be a multiple of 128; BF16: no scale), copied once from the (memory-mapped) checkpoint into `dev`.
 ops::ExpertWeights stack_w13(const LoadedWeights& w, const std::vector<std::string>& prefixes, ops::WeightFormat fmt,
-                             Device dev) {
+                             Device dev, const std::string& key) {
+  if (auto s = prestacked(w, key, "w13", fmt, dev)) return *s;
   ops::ExpertWeights out;
   out.format = fmt;
   const bool scaled = fmt != ops::WeightFormat::BF16;
@@ -94,7 +118,8 @@ ops::ExpertWeights stack_w13(const LoadedWeights& w, const std::vector<std::stri
 }
 
 ops::ExpertWeights stack_w2(const LoadedWeights& w, const std::vector<std::string>& prefixes, ops::WeightFormat fmt,
-                            Device dev) {
+                            Device dev, const std::string& key) {
+  if (auto s = prestacked(w, key, "w2", fmt, dev)) return *s;
   ops::ExpertWeights out;
   out.format = fmt;
   const bool scaled = fmt != ops::WeightFormat::BF16;
@@ -168,13 +193,13 @@ LayerWeights layer_weights(const LoadedWeights& w, const std::string& p, int rat
   std::vector<std::string> experts;
   for (int e = 0; e < c.n_routed_experts; ++e) experts.push_back(fmt::format("{}experts.{}.", f, e));
   const ops::WeightFormat ef = expert_format(w, experts[0] + "w1.weight");
-  L.moe.w13 = stack_w13(w, experts, ef, dev);
-  L.moe.w2 = stack_w2(w, experts, ef, dev);
+  L.moe.w13 = stack_w13(w, experts, ef, dev, f + "experts.");
+  L.moe.w2 = stack_w2(w, experts, ef, dev, f + "experts.");
   if (c.n_shared_experts > 0) {
     const std::vector<std::string> shared{f + "shared_experts."};
     const ops::WeightFormat sf = expert_format(w, shared[0] + "w1.weight");
-    L.moe.shared_w13 = stack_w13(w, shared, sf, dev);
-    L.moe.shared_w2 = stack_w2(w, shared, sf, dev);
+    L.moe.shared_w13 = stack_w13(w, shared, sf, dev, shared[0]);
+    L.moe.shared_w2 = stack_w2(w, shared, sf, dev, shared[0]);
   }
   return L;
 }

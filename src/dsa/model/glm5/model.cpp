@@ -10,7 +10,9 @@
 #include "dsa/core/log.h"
 #include "dsa/core/trace.h"
 #include "dsa/model/common/head_padding.h"
+#include "dsa/model/dummy_weights.h"
 #include "dsa/model/glm5/sharding.h"
+#include "dsa/model/weights/from_model_config.h"
 #include "dsa/ops/linear/linear.h"
 #include "dsa/ops/norm/norm.h"
 #include "dsa/ops/tensor/tensor_ops.h"
@@ -109,7 +111,7 @@ size_t weight_bytes_of(const Weights& w) {
 }  // namespace
 
 Model::Model(const std::string& dir, Device device, const Options& opt) : device_(device) {
-  cfg_ = load_model_config(dir);
+  cfg_ = model_config_for_load(dir, opt.weights.format, opt.weights.layers);
   DSA_CHECK(cfg_.arch == Arch::GlmMoeDsa, "glm5: {} is a {} checkpoint", dir, arch_name(cfg_.arch));
   DSA_CHECK(cfg_.rope.type == "default", "glm5: rope type '{}' is not supported (GLM uses plain RoPE)", cfg_.rope.type);
   DSA_CHECK(cfg_.norm_topk_prob && cfg_.n_group == 1,
@@ -118,7 +120,13 @@ Model::Model(const std::string& dir, Device device, const Options& opt) : device
   LoadOptions lo;
   lo.device = Device::cpu();  // memory-mapped; build_weights reshapes and moves to `device`
   lo.progress = false;
-  const LoadedWeights lw = load_glm5(dir, lo, &dims_);
+  LoadedWeights lw;
+  if (opt.weights.dummy()) {
+    dims_ = weights::glm5_dims(cfg_);
+    lw = dummy_model_weights(cfg_, Device::cpu(), opt.weights.seed, opt.load_mtp);
+  } else {
+    lw = load_glm5(dir, lo, &dims_);
+  }
   const int tp = opt.shards ? opt.shards->size() : 1;
   const int64_t local_heads = tp_local_heads(dims_, tp);  // checked before the weights are built
   w_ = build_weights(lw, dims_, device, opt.absorbed_dtype, opt.load_mtp);

@@ -13,6 +13,7 @@
 #include "dsa/model/causal_lm.h"
 #include "dsa/model/glm5/attention.h"
 #include "dsa/model/glm5/mlp.h"
+#include "dsa/model/load_format.h"
 #include "dsa/model/shard_group.h"
 
 namespace dsa::model::glm5 {
@@ -23,6 +24,10 @@ struct Options {
   // sums of its attention and MLP blocks over `shards`. Null (or size 1): the whole model.
   ShardGroup* shards = nullptr;
   bool load_mtp = false;                // the MTP layer (draft(); LoadModelOptions::mtp)
+  // Checkpoint or dummy weights (LoadModelOptions::weights). Dummy weights are filled on the
+  // host (multi-threaded) and then built and moved like a checkpoint's: host memory holds the
+  // whole model once (no device-direct fill for GLM yet).
+  WeightSource weights;
 };
 
 class Model final : public CausalLM {
