@@ -115,7 +115,9 @@ std::vector<Row> run(const Options& o) {
         counts[i].assign(c.data<int32_t>(), c.data<int32_t>() + s.E);
         for (int64_t e = 0; e < s.E; ++e) uniq += counts[i][e] > 0;
         layouts[i] = ops::make_moe_layout(T, s.k, s.E, p.alignment, d);
-        ops::build_moe_layout(ws.topk_ids, layouts[i]);
+        // The workspace keeps flat capacity buffers (ops/moe/moe_layer.h): this call's ids are
+        // the first T x k of them.
+        ops::build_moe_layout(ws.topk_ids.slice(0, 0, T * s.k).reshape({T, s.k}), layouts[i]);
       }
       uniq /= nrot;
       const double bytes = uniq * per_expert + shared_bytes;
