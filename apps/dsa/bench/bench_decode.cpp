@@ -356,8 +356,7 @@ std::vector<Row> run(const Options& o) {
   const Device dev = o.device_name == "cpu" ? Device::cpu() : Device::cuda(o.device);
   DSA_CHECK(o.device_name == "cpu" || o.device_name == "cuda", "--on must be cpu or cuda, got '{}'", o.device_name);
   if (dev.is_cuda()) DSA_CHECK(!cuda_devices().empty(), "bench decode: no CUDA device ({})", cuda_unavailable_reason());
-  const std::vector<int64_t> contexts = parse_list(o.context, "--context", int64_t{1} << 21);
-  const int64_t cmax = *std::max_element(contexts.begin(), contexts.end());
+  std::vector<int64_t> contexts = parse_list(o.context, "--context", int64_t{1} << 21);
   const std::vector<int64_t> batches = parse_list(o.batch, "--batch", 4096);
   const int64_t bmax = *std::max_element(batches.begin(), batches.end());
   const std::vector<int> ns = draft_counts(o.speculative);
@@ -442,10 +441,22 @@ std::vector<Row> run(const Options& o) {
   // Every engine step emits up to N + 1 tokens per request: room for all of them, so that no
   // draft is cut by max_tokens or the context until the shape is done.
   const int64_t per_step = nmax + 1, steps = warm + timed + 4;
+  // A context at the model's limit (--context 1M on a 1048576-position model) leaves room for
+  // the decode steps: the prompt is cut by what they add.
+  const int64_t room = (steps + 4) * per_step;
+  for (int64_t& ctx : contexts)
+    if (c.max_position_embeddings > room && ctx + room > c.max_position_embeddings) {
+      const int64_t cut = c.max_position_embeddings - room;
+      std::printf("context %lld: %lld prompt tokens (the model holds %lld positions; the decode steps need %lld)\n",
+                  static_cast<long long>(ctx), static_cast<long long>(cut),
+                  static_cast<long long>(c.max_position_embeddings), static_cast<long long>(room));
+      ctx = cut;
+    }
+  const int64_t cmax = *std::max_element(contexts.begin(), contexts.end());
   engine::EngineOptions eo;
   eo.max_running = static_cast<int>(bmax);
   eo.max_step_tokens = std::max<int64_t>(bmax * per_step, std::min<int64_t>(bmax * cmax, 8192));
-  eo.max_model_len = cmax + (steps + 4) * per_step;
+  eo.max_model_len = cmax + room;
   // N > 0: one engine with N = max of the list; each request asks for its own N (N = 0 requests
   // decode without drafts in it). Every draft is accepted (benchmark mode, engine.h), so each
   // step is a full round.

@@ -131,14 +131,21 @@ std::vector<Row> run(const Options& o) {
       gp.rows_per_expert_hint = static_cast<double>(T) * s.k / s.E;
       ops::ExpertGemmParams dp;
       dp.rows_per_expert_hint = gp.rows_per_expert_hint;
+      // Views of the layer's flat capacity buffers (sized by the moe_layer calls above) with the
+      // shapes of layout l: [rows_cap][I] activations, [rows_cap][H] outputs.
+      auto act_of = [&](const ops::MoeLayout& l) {
+        return ws.act.slice(0, 0, l.rows_cap * (w.w13.n() / 2)).reshape({l.rows_cap, w.w13.n() / 2});
+      };
+      auto y_of = [&](const ops::MoeLayout& l) { return ws.y.slice(0, 0, l.rows_cap * s.H).reshape({l.rows_cap, s.H}); };
       auto gemms_us = [&](int tactic, int n) {
         ops::ExpertGemmParams g2 = gp, d2 = dp;
         g2.tactic = d2.tactic = tactic;
         return time_us(
             [&](int i) {
               const ops::MoeLayout& l = layouts[i % nrot];
-              ops::expert_gemm(xs[i % nrot], l.src_token, l.m_indices, w.w13, ws.act, g2);
-              ops::expert_gemm(ws.act, Tensor(), l.m_indices, w.w2, ws.y, d2);
+              Tensor act = act_of(l), y = y_of(l);
+              ops::expert_gemm(xs[i % nrot], l.src_token, l.m_indices, w.w13, act, g2);
+              ops::expert_gemm(act, Tensor(), l.m_indices, w.w2, y, d2);
             },
             2, n);
       };
