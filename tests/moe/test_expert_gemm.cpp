@@ -204,7 +204,7 @@ TEST(ExpertGemm, SwigluClampsAndStandaloneOp) {
 }
 
 // The automatic rule: 64-row tiles from 32 rows per expert (only on 64-aligned segments), the
-// GEMV kernel (tactic 9) for grouped MXFP4/FP8 calls with <= kExpertGemmGemvMaxRowsPerExpert rows
+// GEMV kernel (tactic 9) for grouped MXFP4 calls with <= kExpertGemmGemvMaxRowsPerExpert rows
 // per expert (unless DSA_MOE_GEMV=0), the decode stream kernel above that (FP8 with a wider CTA
 // at T = 1), the 16-row tile for BF16; dense calls never take the GEMV by default; explicit
 // tactics pass through.
@@ -215,9 +215,9 @@ TEST(ExpertGemm, AutoTacticRule) {
   for (WeightFormat f : {WeightFormat::MXFP4, WeightFormat::FP8Block}) {
     const bool mx = f == WeightFormat::MXFP4;
     p.rows_per_expert_hint = 6.0 / 256;  // T = 1, top-6 of 256
-    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 384, 256, true), gemv ? 9 : (mx ? 5 : 6));
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 384, 256, true), gemv && mx ? 9 : (mx ? 5 : 6));
     p.rows_per_expert_hint = kExpertGemmGemvMaxRowsPerExpert;  // the bound is inclusive
-    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 384, 256, true), gemv ? 9 : (mx ? 5 : 3));
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 384, 256, true), gemv && mx ? 9 : (mx ? 5 : 3));
     p.rows_per_expert_hint = 0.3;
     EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 384, 256, true), mx ? 5 : 3);
     p.rows_per_expert_hint = 0;

@@ -118,8 +118,8 @@ int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_
                                                         : static_cast<double>(rows);
     if (per_group >= 32)
       t = 1;  // prefill: 64-row tiles
-    else if (f != WeightFormat::BF16 && grouped && per_group <= gemv_max_rows_per_expert())
-      t = 9;  // decode, ~1 row per used expert: the GEMV kernel (to be confirmed on the H200)
+    else if (f == WeightFormat::MXFP4 && grouped && per_group <= gemv_max_rows_per_expert())
+      t = 9;  // decode, ~1 row per used expert: the GEMV kernel (H200, 2026-12-02: V4-Flash T = 1 1.68x)
     else if (f == WeightFormat::BF16)
       t = 0;
     else if (f == WeightFormat::MXFP4)

@@ -66,10 +66,12 @@ struct ExpertWeights {
 //   for these ids.
 constexpr int kExpertGemmTactics = 11;
 
-// The automatic rule uses tactic 9 for grouped MXFP4 / FP8 calls with at most this many
-// expected rows per expert (V4-Flash T <= 8, V4-Pro T <= 12, GLM-5.1 T <= 6); 0 turns that off
-// (the stream kernel's rule of before). Not yet confirmed by an H200 bench: see
-// resolve_expert_gemm_tactic.
+// The automatic rule uses tactic 9 for grouped MXFP4 calls with at most this many expected rows
+// per expert (V4-Flash T <= 8, V4-Pro T <= 12); 0 turns that off. Measured on the H200
+// (docs/perf/moe-gemv-2026-12-02.md): V4-Flash T = 1 43.8 us against 73.7 us for the previous
+// rule's tactic 5 (1.68x) and 65.2 us for the best stream tactic; V4-Pro T = 1 within 5 % of
+// tactic 5 (tactic 10 3 % faster); FP8 (GLM-5.1) stays on the stream kernel, where tactic 6 was
+// 5 % faster than the GEMV at T = 1.
 constexpr double kExpertGemmGemvMaxRowsPerExpert = 0.2;
 
 struct ExpertGemmParams {
@@ -122,9 +124,9 @@ ExpertGemmSplit expert_gemm_planned_split(const ExpertWeights& w, int64_t rows, 
 // The tactic a CUDA call runs: p.tactic when given (64-row tiles fall back to tactic 0 on
 // segments not aligned to 64), else the automatic rule by expected rows per expert
 // (p.rows_per_expert_hint, else rows / experts when grouped, rows when dense); the rule is
-// the H200 measurement of docs/perf/moe-decode-2026-12-01.md, except for the GEMV tactic 9 at
-// <= kExpertGemmGemvMaxRowsPerExpert rows per expert (grouped calls only), which is this
-// kernel's design expectation and must be confirmed (or the bound changed) by `dsa bench moe`.
+// the H200 measurements of docs/perf/moe-decode-2026-12-01.md and, for the GEMV tactic 9 at
+// <= kExpertGemmGemvMaxRowsPerExpert rows per expert (grouped MXFP4 calls only),
+// docs/perf/moe-gemv-2026-12-02.md.
 // The environment variable DSA_MOE_GEMV=0 turns that part of the rule off at run time (read
 // once); tuned tactics (ops/tactics) are not affected.
 int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_t rows, int64_t experts, bool grouped);
