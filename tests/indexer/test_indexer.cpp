@@ -205,11 +205,23 @@ TEST(ModelopsIndexer, CudaRandomBf16MatchesCpu) {
   }
 }
 
+// topk_select of host scores on cuda:0 (poisoned output) equals the CPU's, index for index.
+static void expect_cuda_select_equals_cpu(const Tensor& sc, const Tensor& pos, const IndexerParams& p, const std::string& what) {
+  const Device g = Device::cuda();
+  const int64_t T = sc.size(0), K = p.topk;
+  Tensor idx = Tensor::empty({T, K}, DType::I32);
+  topk_select(sc, pos, p, idx);
+  Tensor idx_d = Tensor::empty({T, K}, DType::I32, g);
+  poison(idx_d);
+  topk_select(sc.to(g), pos.to(g), p, idx_d);
+  Tensor ih = idx_d.to(Device::cpu());
+  for (int64_t i = 0; i < T * K; ++i) ASSERT_EQ(ih.data<int32_t>()[i], idx.data<int32_t>()[i]) << what << "slot " << i;
+}
+
 TEST(ModelopsIndexer, CudaSelectFromGivenScores) {
   DSA_REQUIRE_CUDA();
   // Many duplicates, negative values, -inf and zeros of both signs; N large, topk at its maximum.
   Rng rng;
-  const Device g = Device::cuda();
   const int64_t T = 4, N = 100003, K = 2048;
   Tensor sc = Tensor::empty({T, N}, DType::F32);
   for (int64_t i = 0; i < T * N; ++i) {
@@ -218,14 +230,7 @@ TEST(ModelopsIndexer, CudaSelectFromGivenScores) {
   }
   Tensor pos = Tensor::empty({T}, DType::I32);
   pos.data<int32_t>()[0] = 0, pos.data<int32_t>()[1] = 1000, pos.data<int32_t>()[2] = N - 1, pos.data<int32_t>()[3] = 2047;
-  IndexerParams p = IndexerParams::glm(K);
-  Tensor idx = Tensor::empty({T, K}, DType::I32);
-  topk_select(sc, pos, p, idx);
-  Tensor idx_d = Tensor::empty({T, K}, DType::I32, g);
-  poison(idx_d);
-  topk_select(sc.to(g), pos.to(g), p, idx_d);
-  Tensor ih = idx_d.to(Device::cpu());
-  for (int64_t i = 0; i < T * K; ++i) ASSERT_EQ(ih.data<int32_t>()[i], idx.data<int32_t>()[i]) << "slot " << i;
+  expect_cuda_select_equals_cpu(sc, pos, IndexerParams::glm(K), "");
 }
 
 TEST(ModelopsIndexer, CudaSelectFromDistinctScoresOfLongRows) {
@@ -235,7 +240,6 @@ TEST(ModelopsIndexer, CudaSelectFromDistinctScoresOfLongRows) {
   // compressed entries ~ 1M tokens at ratio 4) and of a 128K one, several magnitudes and signs,
   // topk 512 and 2048; the CPU's selection index for index.
   Rng rng(31);
-  const Device g = Device::cuda();
   for (auto [N, K] : {std::pair<int64_t, int64_t>{262147, 512}, std::pair<int64_t, int64_t>{32768, 2048}}) {
     const int64_t T = 3;
     Tensor sc = Tensor::empty({T, N}, DType::F32);
@@ -245,14 +249,6 @@ TEST(ModelopsIndexer, CudaSelectFromDistinctScoresOfLongRows) {
     Tensor pos = Tensor::empty({T}, DType::I32);
     pos.data<int32_t>()[0] = static_cast<int32_t>(N - 1), pos.data<int32_t>()[1] = static_cast<int32_t>(N / 2);
     pos.data<int32_t>()[2] = static_cast<int32_t>(N - 7);
-    IndexerParams p = IndexerParams::glm(K);
-    Tensor idx = Tensor::empty({T, K}, DType::I32);
-    topk_select(sc, pos, p, idx);
-    Tensor idx_d = Tensor::empty({T, K}, DType::I32, g);
-    poison(idx_d);
-    topk_select(sc.to(g), pos.to(g), p, idx_d);
-    Tensor ih = idx_d.to(Device::cpu());
-    for (int64_t i = 0; i < T * K; ++i)
-      ASSERT_EQ(ih.data<int32_t>()[i], idx.data<int32_t>()[i]) << "N " << N << " slot " << i;
+    expect_cuda_select_equals_cpu(sc, pos, IndexerParams::glm(K), fmt::format("N {} ", N));
   }
 }

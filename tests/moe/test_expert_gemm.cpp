@@ -67,6 +67,23 @@ Case make_case(int64_t T, int64_t k, int64_t E, int64_t K, int mode, int64_t ali
   return c;
 }
 
+// The layout's gather rows with every `every`-th used row pointed outside the T tokens (-1 or T:
+// the kernels compute those as zero rows), and the rows that belong to an expert.
+struct GatherRows {
+  Tensor a_rows;               // [rows_cap] i32, host
+  std::vector<int64_t> valid;  // rows with an expert
+};
+GatherRows gather_rows_with_holes(const Case& c, int64_t T, int64_t every) {
+  GatherRows g;
+  g.a_rows = Tensor::empty(c.layout.src_token.shape(), DType::I32);
+  std::memcpy(g.a_rows.raw(), c.layout.src_token.contiguous().raw(), g.a_rows.nbytes());
+  for (int64_t r = 0; r < g.a_rows.numel(); r += every)
+    if (c.layout.m_indices.data<int32_t>()[r] >= 0) g.a_rows.data<int32_t>()[r] = r % 2 ? -1 : static_cast<int32_t>(T);
+  for (int64_t r = 0; r < c.layout.rows_cap; ++r)
+    if (c.layout.m_indices.data<int32_t>()[r] >= 0) g.valid.push_back(r);
+  return g;
+}
+
 }  // namespace
 
 TEST(ExpertGemm, CpuMatchesIndependentReference) {
@@ -476,14 +493,10 @@ TEST(ExpertGemmCuda, GemvSmallAwkwardLayouts) {
           ExpertWeights w = random_experts(fmt, E, N, K, rng, true);
           ExpertWeights wd = to_device(w, d);
           Case c = make_case(T, k, E, K, E == 5 ? static_cast<int>(T % 3) : 0, align, rng);
-          Tensor a_rows = Tensor::empty(c.layout.src_token.shape(), DType::I32);
-          std::memcpy(a_rows.raw(), c.layout.src_token.contiguous().raw(), a_rows.nbytes());
-          for (int64_t r = 0; r < a_rows.numel(); r += 5)
-            if (c.layout.m_indices.data<int32_t>()[r] >= 0) a_rows.data<int32_t>()[r] = r % 2 ? -1 : static_cast<int32_t>(T);
+          const GatherRows gr = gather_rows_with_holes(c, T, 5);
+          const Tensor& a_rows = gr.a_rows;
+          const std::vector<int64_t>& valid = gr.valid;
           Tensor mi = c.layout.m_indices.to(d), src = a_rows.to(d), xd = c.x.to(d);
-          std::vector<int64_t> valid;
-          for (int64_t r = 0; r < c.layout.rows_cap; ++r)
-            if (c.layout.m_indices.data<int32_t>()[r] >= 0) valid.push_back(r);
           for (bool sw : {false, true}) {
             ExpertGemmParams p;
             p.fuse_swiglu = sw;
@@ -552,14 +565,10 @@ TEST(ExpertGemmCuda, Bf16MatchesCpuAwkwardLayouts) {
         ExpertWeights w = random_bf16_experts(E, N, K, rng);
         ExpertWeights wd = to_device(w, d);
         Case c = make_case(T, k, E, K, E >= 3 ? static_cast<int>(T % 3) : 0, 64, rng);
-        Tensor a_rows = Tensor::empty(c.layout.src_token.shape(), DType::I32);
-        std::memcpy(a_rows.raw(), c.layout.src_token.contiguous().raw(), a_rows.nbytes());
-        for (int64_t r = 0; r < a_rows.numel(); r += 7)
-          if (c.layout.m_indices.data<int32_t>()[r] >= 0) a_rows.data<int32_t>()[r] = r % 2 ? -1 : static_cast<int32_t>(T);
+        const GatherRows gr = gather_rows_with_holes(c, T, 7);
+        const Tensor& a_rows = gr.a_rows;
+        const std::vector<int64_t>& valid = gr.valid;
         Tensor mi = c.layout.m_indices.to(d), src = a_rows.to(d), xd = c.x.to(d);
-        std::vector<int64_t> valid;
-        for (int64_t r = 0; r < c.layout.rows_cap; ++r)
-          if (c.layout.m_indices.data<int32_t>()[r] >= 0) valid.push_back(r);
         for (bool sw : {false, true}) {
           ExpertGemmParams p;
           p.fuse_swiglu = sw;
