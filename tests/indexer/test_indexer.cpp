@@ -252,3 +252,57 @@ TEST(ModelopsIndexer, CudaSelectFromDistinctScoresOfLongRows) {
     expect_cuda_select_equals_cpu(sc, pos, IndexerParams::glm(K), fmt::format("N {} ", N));
   }
 }
+
+TEST(ModelopsIndexer, CudaWideSelectEqualsPerRowAndCpu) {
+  DSA_REQUIRE_CUDA();
+  // The wide selection (rows cut to their candidates by 2048-entry segments, then selected) and
+  // the one-CTA-per-row select over whole rows give the CPU's indices, index for index, on rows
+  // that stress the cut: distinct scores, a few distinct values (the cut digit's bin holds most
+  // of the row), every score equal (all visible entries are candidates), -inf and signed zeros,
+  // visibility of 1, topk - 1, topk, topk + 1 entries, a row end inside a segment, and row
+  // lengths that are not multiples of the segment.
+  const uint64_t seed = 97;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  for (auto [N, K] : {std::pair<int64_t, int64_t>{9001, 2048}, std::pair<int64_t, int64_t>{131071, 2048},
+                      std::pair<int64_t, int64_t>{70000, 512}, std::pair<int64_t, int64_t>{4099, 64}}) {
+    const int64_t T = 9;
+    Tensor sc = Tensor::empty({T, N}, DType::F32);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < N; ++i) {
+        float v = 0;
+        switch (t % 5) {
+          case 0: v = rng.uniform(-2.f, 30.f); break;
+          case 1: v = static_cast<float>(rng.randint(0, 3)); break;
+          case 2: v = 1.5f; break;
+          case 3: {
+            const int64_t r = rng.randint(0, 5);
+            v = r == 0 ? -INFINITY : r == 1 ? -0.f : r == 2 ? 0.f : rng.uniform(-1e-6f, 1e-6f);
+            break;
+          }
+          default: v = rng.uniform(0.f, 1.f) * (i % 7 == 0 ? 1e4f : 1.f);
+        }
+        sc.data<float>()[t * N + i] = v;
+      }
+    const int32_t vis[T] = {static_cast<int32_t>(N), static_cast<int32_t>(N - 1), static_cast<int32_t>(N / 2 + 3),
+                            static_cast<int32_t>(N), 1, static_cast<int32_t>(K - 1), static_cast<int32_t>(K),
+                            static_cast<int32_t>(K + 1), static_cast<int32_t>(2048 * 2 + 5)};
+    Tensor pos = Tensor::empty({T}, DType::I32);
+    for (int64_t t = 0; t < T; ++t) pos.data<int32_t>()[t] = std::min<int32_t>(vis[t], static_cast<int32_t>(N)) - 1;
+    for (const TopkSelectPath path : {TopkSelectPath::Wide, TopkSelectPath::PerRow}) {
+      IndexerParams p = IndexerParams::glm(K);
+      p.select = path;
+      expect_cuda_select_equals_cpu(sc, pos, p, fmt::format("N {} K {} {} ", N, K, path == TopkSelectPath::Wide ? "wide" : "per row"));
+    }
+  }
+}
+
+TEST(ModelopsIndexer, WideSelectRule) {
+  // Decode rows of a long context take the wide selection; prefill chunks and short rows do not.
+  EXPECT_TRUE(topk_select_is_wide(1, 32768, TopkSelectPath::Auto));
+  EXPECT_TRUE(topk_select_is_wide(64, 8193, TopkSelectPath::Auto));
+  EXPECT_FALSE(topk_select_is_wide(65, 262144, TopkSelectPath::Auto));
+  EXPECT_FALSE(topk_select_is_wide(1, 8192, TopkSelectPath::Auto));
+  EXPECT_TRUE(topk_select_is_wide(1000, 10, TopkSelectPath::Wide));
+  EXPECT_FALSE(topk_select_is_wide(1, 1 << 20, TopkSelectPath::PerRow));
+}

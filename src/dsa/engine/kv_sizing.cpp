@@ -30,12 +30,13 @@ KvBudget kv_budget(Device dev, const KvMemoryOptions& o, int64_t max_step_tokens
   const DeviceMemory m = cuda_memory_info(dev.index);
   // Activations of one step: a few dozen hidden-sized f32 rows per token (residual streams,
   // projections, MoE rows) and the logits; 256 MiB covers workspaces (cuBLASLt, attention splits),
-  // plus the indexer's score scratch (bounded whatever the context: model/common/indexer_rows.h).
+  // plus the indexer's score scratch (bounded whatever the context: model/common/indexer_rows.h)
+  // and the top-k's candidate list of a wide selection (at most the size of that scratch).
   const size_t reserve = o.activation_reserve > 0
                              ? o.activation_reserve
                              : static_cast<size_t>(max_step_tokens) * static_cast<size_t>(hidden) * 4 * 64 +
                                    static_cast<size_t>(vocab) * 4 * 256 + (size_t{256} << 20) +
-                                   static_cast<size_t>(model::kIndexerScoreBudget);
+                                   2 * static_cast<size_t>(model::kIndexerScoreBudget);
   const double limit = o.gpu_memory_utilization * static_cast<double>(m.total);
   const double used = static_cast<double>(m.total - m.free);
   const double left = (limit - used - static_cast<double>(reserve) * sharing) / sharing;

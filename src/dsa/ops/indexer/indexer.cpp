@@ -166,6 +166,11 @@ void indexer_scores(const Tensor& q, const Tensor& keys, const Tensor& weights, 
 #endif
 }
 
+bool topk_select_is_wide(int64_t rows, int64_t entries, TopkSelectPath path) {
+  if (path != TopkSelectPath::Auto) return path == TopkSelectPath::Wide;
+  return rows <= 64 && entries > 8192;
+}
+
 void topk_select(const Tensor& scores, const Tensor& positions, const IndexerParams& p, const Tensor& indices) {
   check_select(scores, positions, p, indices);
   if (!scores.device().is_cuda()) return select_cpu(scores, positions, p, indices);
@@ -183,6 +188,13 @@ void topk_select(const Tensor& scores, const Tensor& positions, const IndexerPar
   a.N = scores.size(1);
   a.ratio = p.ratio;
   a.topk = p.topk;
+  Tensor cand, hist;  // the wide selection's scratch (step temporaries)
+  if (topk_select_is_wide(a.T, a.N, p.select)) {
+    cand = Tensor::empty({a.T, a.N}, DType::I32, scores.device());
+    hist = Tensor::empty({a.T, cuda::kIndexerWideBins + 1}, DType::I32, scores.device());
+    a.cand = cand.data<int32_t>();
+    a.wide_hist = reinterpret_cast<uint32_t*>(hist.data<int32_t>());
+  }
   cuda_launch::set_device(scores.device().index);
   cuda::topk_select(a);
 #else

@@ -15,7 +15,10 @@
 //   found by one warp's suffix sums; counts are order-independent, so the result is
 //   deterministic) finds the k-th largest key, and entries with a key >= it are gathered (exactly
 //   k of them) into shared memory. The keys are bitonic-sorted descending (<= 2048 keys, 16 KB)
-//   and written as indices; the remaining slots get -1.
+//   and written as indices; the remaining slots get -1. With the wide selection
+//   (indexer_select_wide.cu) a long row's radix select and gather run over its candidates
+//   (every entry that can be in the top k, typically a few percent of the row) instead of the
+//   whole row; the result is the same.
 #include <cstdint>
 
 #include "dsa/ops/common/block_select.cuh"
@@ -95,11 +98,15 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(TopkSelectArgs a
     // Every visible entry is chosen: no selection, only the sort below.
     for (int64_t e = threadIdx.x; e < visible; e += blockDim.x) picked[e] = entry_key(row, e);
   } else {
-    const uint64_t kth = block_kth_largest([&](int64_t e) { return entry_key(row, e); }, visible, k, scratch);
+    // The entries ranked: the whole visible row, or (wide selection) the row's candidates.
+    const int32_t* cand = a.cand ? a.cand + t * a.N : nullptr;
+    const int64_t n = cand ? static_cast<int64_t>(a.wide_hist[t * (kIndexerWideBins + 1) + kIndexerWideBins]) : visible;
+    auto key_at = [&](int64_t i) { return entry_key(row, cand ? cand[i] : i); };
+    const uint64_t kth = block_kth_largest(key_at, n, k, scratch);
     if (threadIdx.x == 0) count_s = 0;
     __syncthreads();
-    for (int64_t e = threadIdx.x; e < visible; e += blockDim.x) {
-      const uint64_t key = entry_key(row, e);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const uint64_t key = key_at(i);
       if (key >= kth) picked[atomicAdd(&count_s, 1u)] = key;  // exactly k keys are >= kth
     }
   }
@@ -126,6 +133,7 @@ void topk_select(const TopkSelectArgs& a) {
   if (a.T == 0) return;
   if (a.topk > kIndexerMaxTopk) cuda_launch::launch_error("topk_select: topk > 2048");
   if (a.T > 0x7fffffffLL) cuda_launch::launch_error("topk_select: too many tokens for one grid");
+  if (a.cand) topk_select_wide_prepare(a);
   select_kernel<<<static_cast<unsigned>(a.T), kSelectThreads, 0, DSA_CURRENT_STREAM>>>(a);
   cuda_launch::check_launch("indexer select_kernel");
 }

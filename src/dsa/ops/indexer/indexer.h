@@ -28,10 +28,19 @@
 
 namespace dsa::ops {
 
+// How CUDA picks a row's top k (the result is the same): one CTA per row over the whole row, or
+// the wide selection, which first cuts each row to its candidates with CTAs over 2048-entry
+// segments (indexer_cuda.h). Auto: wide for rows of more than 8192 entries in steps of at most
+// 64 rows (decode at long context, where one CTA per row left the GPU idle), else per row
+// (prefill: the rows alone fill the GPU, and the candidate list would be [T][N]).
+enum class TopkSelectPath { Auto, PerRow, Wide };
+bool topk_select_is_wide(int64_t rows, int64_t entries, TopkSelectPath path);
+
 struct IndexerParams {
   int64_t topk = 512;
   int64_t ratio = 4;    // m (1 for GLM)
   float scale = 1.0f;   // multiplies every head weight
+  TopkSelectPath select = TopkSelectPath::Auto;  // CUDA only
 
   static IndexerParams v4(int64_t topk, int64_t n_heads = 64, int64_t head_dim = 128, int64_t ratio = 4);
   static IndexerParams glm(int64_t topk = 2048, int64_t n_heads = 32, int64_t head_dim = 128);

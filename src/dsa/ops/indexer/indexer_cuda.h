@@ -9,6 +9,9 @@ namespace dsa::ops::cuda {
 constexpr int64_t kIndexerMaxQElems = 12288;  // H*D + H floats staged in shared memory (<= 48 KB)
 constexpr int64_t kIndexerMaxHeadDim = 256;
 constexpr int64_t kIndexerMaxTopk = 2048;
+// The wide selection (indexer_select_wide.cu): digits of the top 12 bits of a score.
+constexpr int kIndexerWideDigitBits = 12;
+constexpr int kIndexerWideBins = 1 << kIndexerWideDigitBits;
 
 struct IndexerScoreArgs {
   const void* q;        // [T][H][D]
@@ -28,10 +31,18 @@ struct TopkSelectArgs {
   bool positions_i64;
   int32_t* indices;  // [T][topk]
   int64_t T, N, ratio, topk;
+  // The wide selection (both set, else the one-CTA-per-row select over the whole row): the
+  // candidate entries of each row, [T][N] i32, and per row kIndexerWideBins digit counts plus
+  // the candidate count, [T][kIndexerWideBins + 1] u32 (cleared by the launcher).
+  int32_t* cand = nullptr;
+  uint32_t* wide_hist = nullptr;
 };
 
 void indexer_scores(const IndexerScoreArgs& a);
+// topk_select: with a.cand set, topk_select_wide_prepare first cuts every long row to its
+// candidates (two launches over (T, N / 2048) CTAs), then the per-row select runs over them.
 void topk_select(const TopkSelectArgs& a);
+void topk_select_wide_prepare(const TopkSelectArgs& a);
 
 }  // namespace dsa::ops::cuda
 
