@@ -105,10 +105,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(TopkSelectArgs a
     const uint64_t kth = block_kth_largest(key_at, n, k, scratch);
     if (threadIdx.x == 0) count_s = 0;
     __syncthreads();
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const uint64_t key = key_at(i);
-      if (key >= kth) picked[atomicAdd(&count_s, 1u)] = key;  // exactly k keys are >= kth
-    }
+    block_gather_at_least(key_at, n, kth, picked, &count_s);  // exactly k keys are >= kth
   }
   __syncthreads();
   block_sort_desc(picked, static_cast<int>(k));

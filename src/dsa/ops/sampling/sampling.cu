@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(kThreads) sample_finish_kernel(const float* lo
   __shared__ float skey[32];
   __shared__ int64_t sid[32];
   __shared__ int bad_s;
-  __shared__ int count_s;
+  __shared__ uint32_t count_s;
   __shared__ int64_t keep_s;
   const int64_t n = blockIdx.x;
   const float* l = logits + n * V;
@@ -206,10 +206,7 @@ __global__ void __launch_bounds__(kThreads) sample_finish_kernel(const float* lo
     const uint64_t skth = S < V ? block_kth_largest(key_of, V, S, radix) : 0;
     if (threadIdx.x == 0) count_s = 0;
     __syncthreads();
-    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
-      const uint64_t k = key_of(i);
-      if (k >= skth) sorted[atomicAdd(&count_s, 1)] = k;  // exactly S keys
-    }
+    block_gather_at_least(key_of, V, skth, sorted, &count_s);  // exactly S keys
     __syncthreads();
     block_sort_desc(sorted, static_cast<int>(S));
     if (threadIdx.x == 0) {
