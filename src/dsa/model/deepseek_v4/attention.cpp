@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "dsa/core/trace.h"
-#include "dsa/formats/kv_cache_ops.h"
 #include "dsa/model/deepseek_v4/compressed_kv.h"
 #include "dsa/model/deepseek_v4/rope_config.h"
 #include "dsa/ops/norm/norm.h"
