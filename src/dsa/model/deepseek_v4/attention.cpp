@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 
 #include "dsa/core/trace.h"
-#include "dsa/formats/kv_cache_ops.h"
 #include "dsa/model/deepseek_v4/compressed_kv.h"
 #include "dsa/model/deepseek_v4/rope_config.h"
 #include "dsa/ops/norm/norm.h"
+#include "dsa/ops/norm/norm_rope.h"
 #include "dsa/ops/rope/rope.h"
 #include "dsa/ops/sparse_index/sparse_index.h"
 #include "dsa/ops/sparse_mla/sparse_mla.h"
@@ -22,12 +22,15 @@ using attn::CacheRole;
 
 ops::BlockTable blocks_of(const kv::GroupMetadata& g) { return {g.block_table, g.page_size, g.num_pages}; }
 
-// Sliding-window keys: the last `window` positions of each token's request.
+// Sliding-window keys: the last `window` positions of each token's request (once per step and
+// cache group: every layer of the group has the same list).
 Tensor swa_indices(int layer, const Step& s) {
-  const kv::GroupMetadata& g = s.group(layer, CacheRole::SlidingWindow);
-  Tensor idx = Tensor::empty({s.tokens(), s.config->sliding_window}, DType::I32, s.device);
-  ops::swa_window_slots({.positions = s.meta().positions, .token_req = s.meta().token_req, .blocks = blocks_of(g), .slots = idx});
-  return idx;
+  return s.shared_slots(s.pool(layer, CacheRole::SlidingWindow).group, Step::SlotList::SwaWindow, [&] {
+    const kv::GroupMetadata& g = s.group(layer, CacheRole::SlidingWindow);
+    Tensor idx = Tensor::empty({s.tokens(), s.config->sliding_window}, DType::I32, s.device);
+    ops::swa_window_slots({.positions = s.meta().positions, .token_req = s.meta().token_req, .blocks = blocks_of(g), .slots = idx});
+    return idx;
+  });
 }
 
 // Grouped output projection: o [T][H][D] bf16 viewed as [T][G][H*D/G]; group g goes through rows
@@ -50,6 +53,7 @@ Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const 
   const int64_t T = s.tokens(), H = c.num_heads, D = c.head_dim, rope_off = D - c.qk_rope_head_dim;
   const ops::NormParams norm{static_cast<float>(c.rms_norm_eps)};
   const ops::RopeConfig rope = rope_config(c, w.ratio);
+  const ops::NormRopeParams norm_rope{norm, rope, rope_off};
   const Tensor& pos = s.meta().positions;
   const Device dev = x.device();
   DSA_CHECK(x.dtype() == DType::BF16, "deepseek_v4: attention input must be bf16, got {}", x.str());
@@ -63,19 +67,19 @@ Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const 
   ops::rms_norm(qa, w.q_norm, q_res, norm);
   Tensor qb = Tensor::empty({T, H * D}, DType::BF16, dev);
   w.wq_b.apply(q_res, qb);
-  Tensor q = Tensor::empty({T, H * D}, DType::F32, dev);
-  ops::rms_norm(qb.reshape({T * H, D}), Tensor(), q.reshape({T * H, D}), norm);  // per head, no weight
-  ops::apply_rope(q.reshape({T, H, D}), pos, rope, {.offset = rope_off});
+  // per-head unweighted norm, RoPE, bf16, in one launch; the query is padded with zero heads to
+  // the count the sparse-MLA kernels run (their outputs are dropped)
+  const int64_t Hp = s.attn->heads_padded;
+  Tensor qp = Tensor::empty({T, Hp, D}, DType::BF16, dev);
+  ops::rms_norm_rope(qb.reshape({T, H, D}), Tensor(), pos, qp, norm_rope);
 
-  // kv path: one 512-wide head (K = V) into the sliding-window cache
+  // kv path: one 512-wide head (K = V): norm, RoPE, bf16 and the MODEL1 insert into the
+  // sliding-window cache in one launch
   Tensor kvb = Tensor::empty({T, D}, DType::BF16, dev);
   w.wkv.apply(xb, kvb);
-  Tensor kv = Tensor::empty({T, D}, DType::F32, dev);
-  ops::rms_norm(kvb, w.kv_norm, kv, norm);
-  ops::apply_rope(kv, pos, rope, {.offset = rope_off});
   const kv::KvPool& swa = s.pool(layer, CacheRole::SlidingWindow);
-  formats::kv_insert({.format = formats::KvFormat::Model1, .page_size = swa.page_size, .cache = swa.data,
-                      .kv = ops::cast(kv, DType::BF16), .slots = s.group(layer, CacheRole::SlidingWindow).slots});
+  ops::rms_norm_rope_model1(kvb, w.kv_norm, pos, swa.data, swa.page_size, s.group(layer, CacheRole::SlidingWindow).slots,
+                            Tensor(), norm_rope);
 
   // compressed entries (CSA: the indexer's choice; HCA: all visible)
   Tensor extra_idx;
@@ -85,20 +89,12 @@ Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const 
       compress_into_cache(w.idx_compressor, w.ratio, c.index_head_dim, CacheRole::IndexerKeys, layer, s, xb, true);
       extra_idx = indexer_select(w, layer, s, xb, q_res);
     } else {
-      extra_idx = hca_indices(w.ratio, layer, s);
+      extra_idx = s.shared_slots(s.pool(layer, CacheRole::Compressed).group, Step::SlotList::HcaVisible,
+                                 [&] { return hca_indices(w.ratio, layer, s); });
     }
   }
 
-  // sparse attention with the sink, through the layer type's selected backend (queries padded
-  // with zero heads to the count the kernels run; their outputs are dropped)
-  const int64_t Hp = s.attn->heads_padded;
-  Tensor qp;
-  if (Hp == H) {
-    qp = ops::cast(q, DType::BF16).reshape({T, H, D});
-  } else {
-    qp = Tensor::zeros({T, Hp, D}, DType::BF16, dev);
-    ops::copy_cast(qp.slice(1, 0, H), q.reshape({T, H, D}));
-  }
+  // sparse attention with the sink, through the layer type's selected backend
   ops::SparseMlaParams p;
   p.q = qp;
   p.main = {{ops::KvCacheKind::Fp8Model1, swa.page_size, swa.data}, swa_indices(layer, s), Tensor()};

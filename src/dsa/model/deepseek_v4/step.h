@@ -3,6 +3,8 @@
 // attention implementation of every layer (the selected backend). Built by
 // DeepseekV4Model::forward.
 #pragma once
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "dsa/attention/backend.h"
@@ -28,6 +30,22 @@ struct Step {
   const kv::BatchMetadata& meta() const { return *in->meta; }
   const kv::KvPool& pool(int layer, attn::CacheRole role) const { return in->pool(layer, role); }
   const kv::GroupMetadata& group(int layer, attn::CacheRole role) const { return in->group(layer, role); }
+
+  // Index lists that depend only on the step metadata and one cache group, not on the layer (the
+  // SWA window slots of the "swa" group, the HCA visible slots of the "c128" group): made by the
+  // first layer that asks, shared by every later layer of the same group in this step (a Step
+  // lives for one forward, so the list never outlives its metadata).
+  enum class SlotList : uint8_t { SwaWindow, HcaVisible };
+  template <class Make>
+  Tensor shared_slots(int cache_group, SlotList kind, Make&& make) const {
+    for (const auto& [key, t] : slot_lists_)
+      if (key.first == cache_group && key.second == kind) return t;
+    slot_lists_.emplace_back(std::pair{cache_group, kind}, make());
+    return slot_lists_.back().second;
+  }
+
+ private:
+  mutable std::vector<std::pair<std::pair<int, SlotList>, Tensor>> slot_lists_;
 };
 
 }  // namespace dsa::model::v4

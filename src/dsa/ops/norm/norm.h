@@ -13,7 +13,8 @@
 // Uses in the models (eps): V4 attn_norm/ffn_norm/q_norm/kv_norm/compressor norm (1e-6); V4 per-head
 // unweighted q normalisation (rms_norm with no weight on q viewed [T*H][512], eps 1e-6; DeepSeek's
 // model.py: q * rsqrt(mean(q^2) + norm_eps)); GLM q_a/kv_a layernorms (1e-5); GLM indexer k_norm
-// (LayerNorm with weight and bias, eps 1e-6).
+// (LayerNorm with weight and bias, eps 1e-6). V4's attention q/kv norms run fused with their RoPE
+// and bf16 rounding (and the kv's MODEL1 cache insert): norm_rope.h.
 //
 // Dispatch: CPU tensors run the reference; CUDA tensors run the CUDA kernel when the build has
 // CUDA (else dsa::Error). All tensors must be on the same device.

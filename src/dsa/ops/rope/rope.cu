@@ -1,13 +1,15 @@
 // Interleaved (or half-split) RoPE in place (rope.h). One warp per (token, head) row; lane l handles pairs
 // l, l+32, l+64, l+96 (rope_dim <= 256). Every lane reads all its pairs before a __syncwarp and
 // only then writes, so the de-interleaved write order (which moves values across lanes) is safe
-// in place. The angle is the fp32 product float(pos) * inv_freq[i] rounded without FMA
-// contraction (__fmul_rn), exactly as the CPU reference forms it; sincosf is the full-precision
-// version (no fast math). inv_freq travels in the kernel parameters (<= 512 B).
+// in place. The angle and rotation are rope_math.cuh's (shared with the fused norm + RoPE kernels,
+// so both give the same bits): the fp32 product float(pos) * inv_freq[i] without FMA contraction,
+// exactly as the CPU reference forms it, full-precision sincosf. inv_freq travels in the kernel
+// parameters (<= 512 B).
 // Launch: 8 warps (256 threads) per CTA, grid = ceil(tokens * heads / 8).
 #include "dsa/ops/norm/cuda_elem.cuh"
 #include "dsa/core/cuda_launch.h"
 #include "dsa/ops/rope/rope_cuda.h"
+#include "dsa/ops/rope/rope_math.cuh"
 #include "dsa/core/cuda_stream.h"
 
 namespace dsa::ops::cuda {
@@ -30,16 +32,9 @@ __global__ void rope_kernel(const __grid_constant__ RopeArgs a) {
   for (int j = 0; j < kPairsPerLane; ++j) {
     const int i = lane + 32 * j;
     if (i >= a.pairs) continue;
-    const float angle = __fmul_rn(static_cast<float>(pos), a.inv_freq[i]);
-    float s, c;
-    sincosf(angle, &s, &c);
-    c *= a.attention_factor;
-    s *= a.attention_factor;
-    if (a.inverse) s = -s;
     const int64_t i0 = a.half_split ? i : 2 * i, i1 = a.half_split ? a.pairs + i : 2 * i + 1;
     const float x0 = ld(a.x, a.dtype, base + i0), x1 = ld(a.x, a.dtype, base + i1);
-    y0[j] = x0 * c - x1 * s;
-    y1[j] = x1 * c + x0 * s;
+    rope_rotate_pair(x0, x1, pos, a.inv_freq[i], a.attention_factor, a.inverse, y0[j], y1[j]);
   }
   __syncwarp();
 #pragma unroll
