@@ -3,6 +3,7 @@
 // a batch of two requests through prefill and decode steps (across the CSA / HCA compression
 // boundaries); every rank returns the same bits; configs that cannot be sharded are refused
 // naming the field and its value.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -132,6 +133,38 @@ TEST(TensorParallelV4, ConfigsThatCannotBeShardedAreRefused) {
             "tensor parallel size (--tensor-parallel-size) 3 does not divide moe_intermediate_size (640)");
   EXPECT_EQ(error_of([&] { model::v4::check_tensor_parallel(c, 0); }),
             "tensor parallel size (--tensor-parallel-size) must be >= 1, got 0");
+}
+
+// --load-format dummy: each rank fills the whole model on its host and cuts its shard, as from a
+// checkpoint, so 2 ranks of a dummy load are the whole dummy model up to the all-reduce's rounding.
+TEST(TensorParallelV4, Tp2DummyWeightsMatchTheWholeDummyModel) {
+  const std::string& dir = test::tp_v4_checkpoint_dir();
+  model::LoadModelOptions lo = quiet();
+  lo.weights.format = model::LoadFormat::Dummy;
+  lo.weights.seed = 3;
+  auto whole = model::load_causal_lm(dir, Device::cpu(), lo);
+  const int64_t V = whole->config().vocab_size;
+  const auto prompts = test::random_prompts({6, 9}, V, kPromptSeed);
+  const std::vector<std::vector<int32_t>> next{{5, 6}, {7, 8}};
+  Session ws(*whole);
+  const std::vector<Tensor> ref = drive(ws, prompts, next);
+  parallel::InProcessGroup g(2);
+  std::vector<std::vector<Tensor>> got(2);
+  parallel::run_ranks(g, [&](parallel::Communicator& comm) {
+    CommunicatorShards shards(comm);
+    model::LoadModelOptions ro = lo;
+    ro.shards = &shards;
+    auto m = model::load_causal_lm(dir, Device::cpu(), ro);
+    Session s(*m);
+    got[static_cast<size_t>(comm.rank())] = drive(s, prompts, next);
+  });
+  for (size_t step = 0; step < ref.size(); ++step) {
+    const float scale = max_abs(ref[step]), diff = max_diff(got[0][step], ref[step]);
+    std::printf("dummy seed 3, step %zu: max |logit| %.4f, max |tp - whole| %.6f\n", step, scale, diff);
+    EXPECT_TRUE(std::isfinite(scale)) << "step " << step;
+    EXPECT_LE(diff, 0.03f * std::max(1.f, scale)) << "step " << step;
+    EXPECT_EQ(std::memcmp(got[0][step].raw(), got[1][step].raw(), got[0][step].nbytes()), 0) << "step " << step;
+  }
 }
 
 // The MoE of 2 ranks (hash-routed layer 0 and score-routed layer 2; routed + shared experts,
