@@ -8,8 +8,8 @@
 // On CUDA the kernels are tuned and warmed up first (tune/model_warmup.h): the tuning cache in
 // $DSA_CACHE_DIR (else $XDG_CACHE_HOME/dsa, ~/.cache/dsa) is loaded, buckets it lacks are tuned
 // within --tune-seconds and saved, and the forwards run the tuned tactics. --no-tune uses the
-// cached entries only. --tensor-parallel-size N shards a GLM-5.1 model over N ranks of this
-// process (docs/parallelism.md).
+// cached entries only. --tensor-parallel-size N shards a GLM-5.1 or DeepSeek-V4 model
+// over N ranks of this process (docs/parallelism.md).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

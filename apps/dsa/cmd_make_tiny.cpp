@@ -8,8 +8,9 @@
 // load-time measurements; a few layers are enough: V4-Flash is ~3.4 GiB per layer).
 // `--variant transformers [--canonical]`: the storage forms transformers writes where they differ
 // from the release files, or (--canonical) the same values in the release forms
-// (checkpoint_tiny.h: TinyOptions::variant). `--intermediate N` (GLM): intermediate sizes whose
-// tensor-parallel slices are multiples of 128 (docs/parallelism.md).
+// (checkpoint_tiny.h: TinyOptions::variant). `--intermediate N`: intermediate sizes (GLM: dense
+// and MoE; DeepSeek-V4: the experts') whose tensor-parallel slices are multiples of 128
+// (docs/parallelism.md).
 // Text: a tokenizer (dsa's own small BPE, or `--tokenizer FILE` copied and the vocabulary sized
 // to it), for GLM a chat template, and `--script LIST|FILE` scripted weights (tiny_text.h).
 #include <chrono>
@@ -57,8 +58,6 @@ void run(const Args& a) {
   DSA_CHECK(!a.canonical || !a.variant.empty(), "--canonical needs --variant");
   DSA_CHECK(a.intermediate >= 0 && a.intermediate % 128 == 0 && a.intermediate <= 65536,
             "make-tiny: --intermediate {} must be a multiple of 128 in [0, 65536]", a.intermediate);
-  DSA_CHECK(a.intermediate == 0 || a.arch == "glm_moe_dsa", "make-tiny: --intermediate is for glm_moe_dsa, not {}",
-            a.arch);
   o.intermediate = a.intermediate;
   TinyTextOptions text = a.text;
   text.arch = a.arch;
@@ -101,8 +100,8 @@ const bool registered = add_command([](CLI::App& app) {
       ->check(CLI::IsMember({"tiny", "flash", "pro", "glm-5.1"}));
   cmd->add_option("--layers", a->layers, "Keep only the first N layers (presets)");
   cmd->add_option("--intermediate", a->intermediate,
-                  "GLM: the dense and MoE intermediate sizes (e.g. 512, so that 2 or 4 tensor-parallel ranks hold "
-                  "multiples of 128: --tensor-parallel-size)");
+                  "The intermediate sizes (GLM: dense and MoE; DeepSeek-V4: the experts'), e.g. 512, so that 2 or 4 "
+                  "tensor-parallel ranks hold multiples of 128 (--tensor-parallel-size)");
   cmd->add_flag("--fast-fill", a->fast_fill, "Cheap pseudo-random bytes instead of quantized random weights");
   cmd->add_option("--variant", a->variant,
                   "transformers: the storage forms of checkpoints written with transformers 5.17 (V4: no MTP layer "

@@ -15,7 +15,7 @@
 // get --shutdown-timeout seconds, then the rest are aborted (open streams end with a final
 // chunk) and the command exits 0; a second signal aborts at once. Built only with cpp-httplib
 // (DSA_WITH_SERVER); otherwise the command says so. --tensor-parallel-size N shards a GLM-5.1
-// model over N ranks of this process (docs/parallelism.md).
+// or DeepSeek-V4 model over N ranks of this process (docs/parallelism.md).
 #include <pthread.h>
 #include <signal.h>
 

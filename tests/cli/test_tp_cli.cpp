@@ -1,6 +1,7 @@
 // --tensor-parallel-size through the `dsa` binary (docs/parallelism.md): `dsa generate` over 2
 // ranks of a tiny GLM whose shards divide (intermediate 512, no discrete choice left) runs and
-// gives the ids of one rank; `dsa bench decode` reports the all-reduce payload per step; sizes
+// gives the ids of one rank, and so does a tiny DeepSeek-V4 (4 output groups, expert slices of
+// 128); `dsa bench decode` reports the all-reduce payload per step; sizes
 // that cannot shard the model and options that cannot run with it end with "dsa: error:" naming
 // the value, exit code 1.
 #include <unistd.h>
@@ -26,7 +27,7 @@ namespace fs = std::filesystem;
 
 struct Checkpoints {
   fs::path root = fs::temp_directory_path() / ("dsa_cli_tp_" + std::to_string(::getpid()));
-  std::string glm, stock_glm, v4;
+  std::string glm, stock_glm, v4, v4_tp;
   Checkpoints() {
     fs::remove_all(root);
     TinyOptions o;
@@ -47,6 +48,18 @@ struct Checkpoints {
     o.seed = 1;
     v4 = (root / "v4").string();
     make_tiny_checkpoint(o, v4);
+    // 4 heads in 4 output groups, expert slices of 128 for 2 ranks; no router or indexer choice.
+    weights::DeepseekV4Dims d = tiny_deepseek_v4_dims();
+    d.o_groups = 4;
+    d.moe_inter = 256;
+    d.experts_per_tok = d.experts;
+    o.v4_dims = d;
+    v4_tp = (root / "v4_tp").string();
+    make_tiny_checkpoint(o, v4_tp);
+    const fs::path v4_cfg = root / "v4_tp" / "config.json";
+    cfg = nlohmann::json::parse(std::ifstream(v4_cfg));
+    cfg["index_topk"] = 64;
+    std::ofstream(v4_cfg) << cfg.dump(2);
   }
   ~Checkpoints() { fs::remove_all(root); }
 };
@@ -85,9 +98,8 @@ void expect_clean_error(const CliResult& r, const std::string& part) {
   EXPECT_HAS(r.out, "dsa: error: " + part);
 }
 
-TEST(TensorParallelCli, GenerateOverTwoRanks) {
-  DSA_REQUIRE_DSA_BINARY();
-  const std::string gen = "generate --model " + dirs().glm + " --prompt-ids 5,9,2,7,11,3 --max-tokens 6";
+void expect_generate_over_two_ranks(const std::string& dir) {
+  const std::string gen = "generate --model " + dir + " --prompt-ids 5,9,2,7,11,3 --max-tokens 6";
   const CliResult one = run_dsa(gen + " --show-top 2");  // the whole model, with each step's two best logits
   ASSERT_EQ(one.rc, 0) << one.out;
   const CliResult two = run_dsa(gen + " --tensor-parallel-size 2");
@@ -109,12 +121,26 @@ TEST(TensorParallelCli, GenerateOverTwoRanks) {
     }
 }
 
+TEST(TensorParallelCli, GenerateOverTwoRanks) {
+  DSA_REQUIRE_DSA_BINARY();
+  expect_generate_over_two_ranks(dirs().glm);
+}
+
+TEST(TensorParallelCli, DeepseekV4GenerateOverTwoRanks) {
+  DSA_REQUIRE_DSA_BINARY();
+  expect_generate_over_two_ranks(dirs().v4_tp);
+}
+
 TEST(TensorParallelCli, BenchDecodeReportsTheAllReduce) {
   DSA_REQUIRE_DSA_BINARY();
   const CliResult r = run_dsa("bench decode --model " + dirs().glm +
                               " --on cpu --batch 2 --context 8 --quick --tensor-parallel-size 2");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_HAS(r.out, "allreduce_KB");
+  const CliResult v4 = run_dsa("bench decode --model " + dirs().v4_tp +
+                               " --on cpu --batch 2 --context 8 --quick --tensor-parallel-size 2");
+  ASSERT_EQ(v4.rc, 0) << v4.out;
+  EXPECT_HAS(v4.out, "allreduce_KB");
   expect_clean_error(run_dsa("bench decode --model " + dirs().glm +
                              " --on cpu --batch 1 --context 8 --graphs on --tensor-parallel-size 2"),
                      "bench decode: --graphs on with --tensor-parallel-size 2");
@@ -128,8 +154,15 @@ TEST(TensorParallelCli, BadSizesAreCleanErrors) {
                        std::string("tensor parallel size (--tensor-parallel-size) must be >= 1, got ") + bad);
   expect_clean_error(run_dsa("generate --model " + dirs().glm + gen + " --tensor-parallel-size 3"),
                      "tensor parallel size (--tensor-parallel-size) 3 does not divide num_attention_heads (4)");
+  // The stock tiny V4: 2 output groups, expert intermediate size 128.
+  expect_clean_error(run_dsa("generate --model " + dirs().v4 + gen + " --tensor-parallel-size 4"),
+                     "tensor parallel size (--tensor-parallel-size) 4 does not divide o_groups (2)");
   expect_clean_error(run_dsa("generate --model " + dirs().v4 + gen + " --tensor-parallel-size 2"),
-                     "tensor parallel size (--tensor-parallel-size) 2: the deepseek_v4 architecture is not sharded yet");
+                     "tensor parallel size (--tensor-parallel-size) 2: moe_intermediate_size 128 / 2 = 64 is not a "
+                     "multiple of 128");
+  expect_clean_error(
+      run_dsa("generate --model " + dirs().v4_tp + gen + " --tensor-parallel-size 2 --speculative-tokens 1"),
+      "--speculative-tokens 1 with --tensor-parallel-size 2: speculative decoding does not run with tensor parallelism");
   // The stock tiny GLM: its intermediate sizes leave 2 ranks 64 of the experts' (not a multiple of 128).
   expect_clean_error(run_dsa("generate --model " + dirs().stock_glm + gen + " --tensor-parallel-size 2"),
                      "rank 0 of 2: tensor parallel size 2: layer 1 routed experts intermediate size 128 / 2 = 64");
@@ -144,8 +177,8 @@ TEST(TensorParallelCli, BadSizesAreCleanErrors) {
 #ifdef DSA_TEST_HAVE_SERVER
   expect_clean_error(run_dsa("serve --model " + dirs().glm + " --port 0 --no-tokenizer --tensor-parallel-size 3"),
                      "tensor parallel size (--tensor-parallel-size) 3 does not divide num_attention_heads (4)");
-  expect_clean_error(run_dsa("serve --model " + dirs().v4 + " --port 0 --no-tokenizer --tensor-parallel-size 2"),
-                     "tensor parallel size (--tensor-parallel-size) 2: the deepseek_v4 architecture is not sharded yet");
+  expect_clean_error(run_dsa("serve --model " + dirs().v4 + " --port 0 --no-tokenizer --tensor-parallel-size 4"),
+                     "tensor parallel size (--tensor-parallel-size) 4 does not divide o_groups (2)");
 #endif
 }
 

@@ -21,6 +21,7 @@
 #include "dsa/model/checkpoint_tiny.h"
 #include "engine_models.h"
 #include "tp_checkpoint.h"
+#include "tp_compare.h"
 #include "dsa/model/glm5/model.h"
 #include "dsa/ops/tensor/tensor_ops.h"
 #include "dsa/parallel/rank_threads.h"
@@ -29,51 +30,14 @@ namespace dsa::engine {
 namespace {
 
 using ::dsa::test::error_of;
-
-Tensor copy_of(const Tensor& t) {
-  Tensor c = Tensor::empty(t.shape(), DType::F32);
-  c.copy_from(t);
-  return c;
-}
+using test::copy_of;
+using test::drive;
+using test::max_abs;
+using test::max_diff;
 
 constexpr uint64_t kCheckpointSeed = test::kTpCheckpointSeed, kPromptSeed = 16;
 
 const std::string& tp_dir(bool fp8 = true) { return test::tp_checkpoint_dir(fp8); }
-
-float max_abs(const Tensor& t) {
-  float m = 0.f;
-  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::fabs(t.data<float>()[i]));
-  return m;
-}
-
-float max_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  float m = 0.f;
-  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
-  return m;
-}
-
-// Two requests in every batch: prefill of both prompts, then `decode` steps of one token each
-// (greedy on the reference logits, fed to both sides). Returns each step's logits (copied).
-template <typename S>
-std::vector<Tensor> drive(S& s, const std::vector<std::vector<int32_t>>& prompts,
-                          const std::vector<std::vector<int32_t>>& next) {
-  const int64_t a = s.add_request(), b = s.add_request();
-  std::vector<Tensor> out;
-  ForwardBatch pf = ForwardBatch::of(a, prompts[0]);
-  const ForwardBatch pb = ForwardBatch::of(b, prompts[1]);
-  pf.token_ids.insert(pf.token_ids.end(), pb.token_ids.begin(), pb.token_ids.end());
-  pf.request.insert(pf.request.end(), pb.request.begin(), pb.request.end());
-  pf.positions.insert(pf.positions.end(), pb.positions.begin(), pb.positions.end());
-  out.push_back(copy_of(s.forward(pf)));  // the runner reuses its logits buffer
-  for (size_t step = 0; step < next.size(); ++step) {
-    ForwardBatch d{{next[step][0], next[step][1]},
-                   {a, b},
-                   {static_cast<int64_t>(prompts[0].size() + step), static_cast<int64_t>(prompts[1].size() + step)}};
-    out.push_back(copy_of(s.forward(d)));
-  }
-  return out;
-}
 
 void expect_tp_matches(int tp, bool fp8, Device dev = Device::cpu()) {
   const std::string& dir = tp_dir(fp8);

@@ -1,6 +1,7 @@
 // Tensor parallelism in the engine (engine.h, tp_ranks.h, docs/parallelism.md): an Engine over
-// 2 and 4 ranks of the tiny GLM without discrete choices (tp_checkpoint.h) gives the tokens of
-// the whole model through continuous batching, chunked prefill and preemption (few KV pages);
+// 2 and 4 ranks of the tiny GLM and of the tiny DeepSeek-V4 without discrete choices
+// (tp_checkpoint.h) gives the tokens of the whole model through continuous batching, chunked
+// prefill and preemption (few KV pages);
 // the options it cannot run are refused, and a rank that fails stops the engine with its reason.
 // Every test runs on the CPU and, where a GPU is present, on cuda:0 (all ranks on one device,
 // the collectives staged through host memory).
@@ -93,21 +94,20 @@ EngineRun generate(Engine& e, const std::vector<std::vector<int32_t>>& prompts) 
 // (test_tensor_parallel.cpp: within 2 % of max |logit|) and a near tie may pick the other token:
 // there the request is compared no further, and the flip is accepted only when the whole model's
 // two best logprobs are within the bound. Every compared logprob must be within it too.
-TEST_P(TpEngine, GreedyTokensEqualTheWholeModel) {
-  const int tp = GetParam().tp;
-  const std::string& dir = test::tp_checkpoint_dir(true, kTopk);
-  std::printf("checkpoint seed %llu (index_topk %lld), prompt seed %llu, tp %d on %s\n",
-              static_cast<unsigned long long>(test::kTpCheckpointSeed), static_cast<long long>(kTopk),
-              static_cast<unsigned long long>(kPromptSeed), tp, device().str().c_str());
-  std::unique_ptr<model::CausalLM> whole = model::load_causal_lm(dir, device(), {.progress = false});
-  const auto prompts = test::random_prompts({50, 45, 60, 9}, whole->config().vocab_size, kPromptSeed);
+void expect_greedy_tokens_equal(const std::string& dir, int tp, Device dev, const std::vector<int64_t>& lengths,
+                                const EngineOptions& opt) {
+  std::printf("%s: checkpoint seed %llu, prompt seed %llu, tp %d on %s\n", dir.c_str(),
+              static_cast<unsigned long long>(test::kTpCheckpointSeed), static_cast<unsigned long long>(kPromptSeed), tp,
+              dev.str().c_str());
+  std::unique_ptr<model::CausalLM> whole = model::load_causal_lm(dir, dev, {.progress = false});
+  const auto prompts = test::random_prompts(lengths, whole->config().vocab_size, kPromptSeed);
   EngineRun ref;
   {
-    Engine e(*whole, options());
+    Engine e(*whole, opt);
     ref = generate(e, prompts);
   }
-  TensorParallelModels models(dir, tp, {device()});
-  Engine e(models, options());
+  TensorParallelModels models(dir, tp, {dev});
+  Engine e(models, opt);
   ASSERT_EQ(e.tensor_parallel_size(), tp);
   const EngineRun got = generate(e, prompts);
   EXPECT_GT(ref.preemptions, 0) << "the test must preempt";
@@ -151,6 +151,24 @@ TEST_P(TpEngine, GreedyTokensEqualTheWholeModel) {
   for (int r = 1; r < tp; ++r) EXPECT_EQ(e.tensor_parallel()->collective_bytes(r), e.tensor_parallel()->collective_bytes(0));
 }
 
+TEST_P(TpEngine, GreedyTokensEqualTheWholeModel) {
+  expect_greedy_tokens_equal(test::tp_checkpoint_dir(true, kTopk), GetParam().tp, device(), {50, 45, 60, 9},
+                             options());
+}
+
+// DeepSeek-V4 (tp_checkpoint.h: 4 heads in 4 output groups, every expert routed, index_topk 128
+// above every compressed entry): its pages hold 256 tokens, so the long prompt (prefilled in two
+// chunks) crosses a page on its sixth decode while the next two still run, against 3 pages for the
+// 4 requests: admissions wait and that decode preempts. (Short otherwise: the CPU reference runs
+// every token through all 8 experts.)
+TEST_P(TpEngine, DeepseekV4GreedyTokensEqualTheWholeModel) {
+  EngineOptions o = options();
+  o.max_model_len = 512;
+  o.max_step_tokens = 160;
+  o.max_prefill_chunk = 128;
+  expect_greedy_tokens_equal(test::tp_v4_checkpoint_dir(kTopk), GetParam().tp, device(), {250, 20, 12, 9}, o);
+}
+
 // What a tensor-parallel engine cannot run is refused by name, before a step.
 TEST_P(TpEngine, RefusesWhatItCannotRun) {
   const int tp = GetParam().tp;
@@ -161,11 +179,12 @@ TEST_P(TpEngine, RefusesWhatItCannotRun) {
             fmt::format("--speculative-tokens 2 with --tensor-parallel-size {}: speculative decoding does not run with "
                         "tensor parallelism yet (the MTP layer is not sharded); use one or the other",
                         tp));
+  // The stock tiny V4: 2 output groups, expert intermediate size 128.
   const std::string v4 = test::tiny_model_dir("deepseek_v4");
   EXPECT_EQ(error_of([&] { TensorParallelModels m(v4, tp, {device()}); }),
-            fmt::format("tensor parallel size (--tensor-parallel-size) {}: the deepseek_v4 architecture is not sharded "
-                        "yet (tensor parallelism runs GLM-5.1, glm_moe_dsa); use size 1",
-                        tp));
+            tp == 2 ? "tensor parallel size (--tensor-parallel-size) 2: moe_intermediate_size 128 / 2 = 64 is not a "
+                      "multiple of 128 (each rank's slice is the K of its experts' down projection)"
+                    : "tensor parallel size (--tensor-parallel-size) 4 does not divide o_groups (2)");
   EXPECT_EQ(error_of([&] { TensorParallelModels m(v4, 0, {device()}); }),
             "tensor parallel size (--tensor-parallel-size) must be >= 1, got 0");
 }

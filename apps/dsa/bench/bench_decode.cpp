@@ -14,7 +14,7 @@
 // rate a pure read stream also reaches on the H200. Per context x batch, the wall time of the
 // chunked prefill of the prompts up to every request's first token (prompt tok/s; long-context
 // prefill is measured this way), after an untimed warm-up request of one prefill chunk.
-// --tensor-parallel-size N shards a GLM-5.1 model over N ranks (docs/parallelism.md): steps run
+// --tensor-parallel-size N shards a GLM-5.1 or DeepSeek-V4 model over N ranks (docs/parallelism.md): steps run
 // eagerly, the layer times and weight bytes are rank 0's, and allreduce_KB is rank 0's all-reduce
 // payload per step.
 // --speculative-tokens N[,N...] (speculative decoding with the MTP layer, docs/speculative-

@@ -4,15 +4,16 @@
 
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
+#include "dsa/model/deepseek_v4/sharding.h"
 
 namespace dsa::engine {
 
 void check_tensor_parallel_size(const model::ModelConfig& cfg, int size) {
   DSA_CHECK(size >= 1, "tensor parallel size (--tensor-parallel-size) must be >= 1, got {}", size);
   if (size == 1) return;
+  if (cfg.arch == model::Arch::DeepseekV4) return model::v4::check_tensor_parallel(cfg, size);
   DSA_CHECK(cfg.arch == model::Arch::GlmMoeDsa,
-            "tensor parallel size (--tensor-parallel-size) {}: the {} architecture is not sharded yet (tensor "
-            "parallelism runs GLM-5.1, glm_moe_dsa); use size 1",
+            "tensor parallel size (--tensor-parallel-size) {}: the {} architecture is not sharded yet; use size 1",
             size, model::arch_name(cfg.arch));
   DSA_CHECK(cfg.num_heads % size == 0,
             "tensor parallel size (--tensor-parallel-size) {} does not divide num_attention_heads ({})", size,

@@ -26,10 +26,10 @@ struct TpLoadOptions {
   model::WeightSource weights;
 };
 
-// Throws dsa::Error naming the value unless `size` can shard the model of `cfg`: >= 1, a GLM-5.1
-// checkpoint when above 1 (DeepSeek-V4 is not sharded yet), dividing the attention heads. Reads
-// only the config, so a command refuses before any weight loads (the shard's own checks, such as
-// the 128-multiple intermediate slices, come while loading).
+// Throws dsa::Error naming the value unless `size` can shard the model of `cfg`: >= 1, dividing
+// the attention heads; DeepSeek-V4 also o_groups and 128-multiple expert slices
+// (model/deepseek_v4/sharding.h). Reads only the config, so a command refuses before any weight
+// loads (GLM's own shard checks, such as its 128-multiple intermediate slices, come while loading).
 void check_tensor_parallel_size(const model::ModelConfig& cfg, int size);
 
 // Throws unless the engine options go with `size` ranks: speculative decoding (the MTP layer is

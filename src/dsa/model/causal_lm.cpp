@@ -17,10 +17,12 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, Device device, 
       return std::make_unique<glm5::Model>(dir, device, o);
     }
     case Arch::DeepseekV4:
-      DSA_CHECK(!opt.shards || opt.shards->size() == 1,
-                "deepseek_v4: tensor parallelism (size {}) is not implemented yet for the DeepseekV4 architecture; "
-                "GLM-5.1 (glm_moe_dsa) has it", opt.shards->size());
-      return v4::load_deepseek_v4_model(dir, device, v4::V4Options{.progress = opt.progress, .load_mtp = opt.mtp, .weights = opt.weights});
+      return v4::load_deepseek_v4_model(
+          dir, device,
+          v4::V4Options{.progress = opt.progress,
+                        .load_mtp = opt.mtp,
+                        .weights = opt.weights,
+                        .shards = opt.shards && opt.shards->size() > 1 ? opt.shards : nullptr});
   }
   fail("load_causal_lm: no forward for architecture {} yet ({})", arch_name(cfg.arch), dir);
 }

@@ -388,8 +388,10 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
   std::vector<WeightSpec> specs, fp8_specs;  // fp8_specs: the same model's FP8 layout
   int64_t n_experts = 0;
   if (opt.arch == "deepseek_v4") {
-    auto d = opt.preset == "tiny" ? tiny_deepseek_v4_dims() : preset_deepseek_v4_dims(opt.preset);
+    auto d = opt.v4_dims ? *opt.v4_dims
+                         : opt.preset == "tiny" ? tiny_deepseek_v4_dims() : preset_deepseek_v4_dims(opt.preset);
     if (opt.layers > 0) d.layers = opt.layers;
+    if (opt.intermediate > 0) d.moe_inter = opt.intermediate;
     if (!opt.variant.empty()) d.mtp_layers = 0;  // transformers saves no MTP layer
     if (opt.vocab > 0) d.vocab = opt.vocab;
     d.compress_ratios.resize(static_cast<size_t>(d.layers));

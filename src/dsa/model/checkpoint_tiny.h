@@ -11,6 +11,7 @@
 // KV layout) keeps its ceil-division grid as in the real checkpoint.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -27,9 +28,12 @@ struct TinyOptions {
   std::string preset = "tiny";
   int64_t layers = 0;
   int64_t vocab = 0;         // > 0: this vocabulary size instead of the preset's (a tokenizer's size)
-  // > 0 (glm_moe_dsa): the dense and MoE intermediate sizes instead of the preset's (tensor-parallel
-  // tests: each rank's slice must be a multiple of 128, e.g. 512 for 4 ranks)
+  // > 0: the dense and MoE intermediate sizes instead of the preset's (deepseek_v4: the experts'),
+  // for tensor parallelism: each rank's slice must be a multiple of 128, e.g. 512 for 4 ranks
   int64_t intermediate = 0;
+  // deepseek_v4: these dimensions instead of the preset's (start from tiny_deepseek_v4_dims();
+  // tensor-parallel tests change o_groups, experts_per_tok); the options above still apply.
+  std::optional<weights::DeepseekV4Dims> v4_dims;
   bool fast_fill = false;    // cheap pseudo-random bytes instead of quantized normal weights
   bool verbose = false;      // a line per shard on stderr
   uint64_t seed = 0;

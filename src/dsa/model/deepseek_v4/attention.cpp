@@ -37,7 +37,8 @@ Tensor swa_indices(int layer, const Step& s) {
 // [g*r, (g+1)*r) of wo_a (r = o_lora_rank), all groups in one per-group matmul (head_matmul with
 // the group as the head); the bf16 concatenation goes through wo_b.
 Tensor output_projection(const LayerWeights& w, const ModelConfig& c, const Tensor& o) {
-  const int64_t T = o.size(0), G = c.o_groups, r = c.o_lora_rank, width = o.numel() / T / G;
+  // G: the groups this wo_a holds (a tensor-parallel rank's share, sharding.h).
+  const int64_t T = o.size(0), r = c.o_lora_rank, G = w.wo_a.size(0) / r, width = o.numel() / T / G;
   const Device dev = o.device();
   Tensor mid = Tensor::empty({T, G, r}, DType::BF16, dev);
   ops::head_matmul(o.reshape({T, G, width}), w.wo_a.reshape({G, r, width}), mid);
@@ -50,7 +51,7 @@ Tensor output_projection(const LayerWeights& w, const ModelConfig& c, const Tens
 
 Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const Tensor& x) {
   const ModelConfig& c = *s.config;
-  const int64_t T = s.tokens(), H = c.num_heads, D = c.head_dim, rope_off = D - c.qk_rope_head_dim;
+  const int64_t T = s.tokens(), H = s.attn->heads, D = c.head_dim, rope_off = D - c.qk_rope_head_dim;
   const ops::NormParams norm{static_cast<float>(c.rms_norm_eps)};
   const ops::RopeConfig rope = rope_config(c, w.ratio);
   const ops::NormRopeParams norm_rope{norm, rope, rope_off};

@@ -12,6 +12,7 @@
 #include "dsa/model/common/head_padding.h"
 #include "dsa/model/deepseek_v4/attention.h"
 #include "dsa/model/deepseek_v4/moe_block.h"
+#include "dsa/model/deepseek_v4/sharding.h"
 #include "dsa/model/cache_specs.h"
 #include "dsa/model/deepseek_v4/compressor_state.h"
 #include "dsa/model/deepseek_v4/step.h"
@@ -25,11 +26,11 @@ namespace dsa::model::v4 {
 namespace {
 
 // The attention plan (backend and cache geometry per layer type) for the padded head count the
-// kernels run with, on `device`'s platform.
-std::vector<attn::LayerPlan> plan_for(const ModelConfig& c, Device device, int block_size) {
+// kernels run with (of `heads`: all, or a tensor-parallel rank's), on `device`'s platform.
+std::vector<attn::LayerPlan> plan_for(const ModelConfig& c, Device device, int block_size, int64_t heads) {
   attn::register_builtin_attention_backends();
   std::vector<attn::AttentionLayerSpec> layers = c.attention_layers();
-  for (auto& l : layers) l.num_heads = static_cast<int>(padded_heads(l.num_heads, "deepseek_v4"));
+  for (auto& l : layers) l.num_heads = static_cast<int>(padded_heads(heads, "deepseek_v4"));
   attn::PlanOptions opt;
   if (device.is_cuda()) {
     opt.capability = effective_capability(device.index);
@@ -98,16 +99,22 @@ size_t device_weight_bytes(const ModelWeights& w) {
 }
 
 // One block: mHC pre -> attn_norm -> attention -> mHC post, mHC pre -> ffn_norm -> MoE -> mHC post.
+// shards (tensor parallelism): the layer is the rank's shard, whose attention and MoE outputs are
+// partial sums (wo_b and w2 row-parallel): all-reduced before mHC post reads them, so every rank
+// updates identical residual streams.
 void block_forward(const LayerWeights& L, int l, const Step& s, const ops::MhcParams& mp, const ops::NormParams& np,
-                   const Tensor& X, MhcScratch& m, const Tensor& yn, const Tensor& token_ids, ops::MoeWorkspace& ws) {
+                   const Tensor& X, MhcScratch& m, const Tensor& yn, const Tensor& token_ids, ops::MoeWorkspace& ws,
+                   ShardGroup* shards) {
   const ModelConfig& c = *s.config;
   ops::mhc_pre_norm(X, L.hc_attn.fn, L.hc_attn.base, L.hc_attn.scale, mp, L.attn_norm, np, m.mix, m.y, yn, m.post,
                     m.comb);
   Tensor a = attention_forward(L, l, s, yn);
+  if (shards) shards->all_reduce_sum(a);
   ops::mhc_post(a, X, m.post, m.comb, X);
 
   ops::mhc_pre_norm(X, L.hc_ffn.fn, L.hc_ffn.base, L.hc_ffn.scale, mp, L.ffn_norm, np, m.mix, m.y, yn, m.post, m.comb);
   Tensor f = moe_forward(L, c, yn, token_ids, ws);
+  if (shards) shards->all_reduce_sum(f);
   ops::mhc_post(f, X, m.post, m.comb, X);
   if (trace_enabled()) {
     trace_tensor(fmt::format("v4.layer{}.attn", l), a);
@@ -146,11 +153,15 @@ DeepseekV4Model::DeepseekV4Model(ModelConfig config, ModelWeights weights, Devic
     : config_(std::move(config)), w_(std::move(weights)), device_(device), block_size_(opt.block_size) {
   DSA_CHECK(w_.embed.device() == device, "deepseek_v4: the weights are on {}, the model on {}", w_.embed.device().str(),
             device.str());
+  const int tp = opt.shards ? opt.shards->size() : 1;
+  check_tensor_parallel(config_, tp);
+  if (tp > 1) shards_ = opt.shards;
   weight_bytes_ = device_weight_bytes(w_);
-  plans_ = plan_for(config_, device, block_size_);
+  const int64_t H = config_.num_heads / tp, Hp = padded_heads(H, "deepseek_v4");
+  plans_ = plan_for(config_, device, block_size_, H);
 
   // One attention implementation per layer type, from the backend the plan selected.
-  const int64_t H = config_.num_heads, Hp = padded_heads(H, "deepseek_v4");
+  attn_.heads = H;
   attn_.heads_padded = Hp;
   for (const attn::LayerPlan& lp : plans_) {
     DSA_CHECK(lp.selection.backend != nullptr, "deepseek_v4: no attention backend for {} layers: {}",
@@ -234,7 +245,7 @@ void DeepseekV4Model::forward(const StepInputs& in, const Tensor& logits) {
   Tensor yn = Tensor::empty({T, d}, DType::BF16, device_);
   for (int l = 0; l < c.num_layers; ++l) {
     in.mark(l);
-    block_forward(w_.layers[l], l, s, mp, np, X, m, yn, meta.token_ids, moe_ws_);
+    block_forward(w_.layers[l], l, s, mp, np, X, m, yn, meta.token_ids, moe_ws_, shards_);
   }
 
   in.mark(c.num_layers);
@@ -248,6 +259,8 @@ void DeepseekV4Model::forward(const StepInputs& in, const Tensor& logits) {
 void DeepseekV4Model::draft(const StepInputs& in, const Tensor& logits) {
   const ModelConfig& c = config_;
   if (w_.mtp.empty()) CausalLM::draft(in, logits);  // throws: no MTP layer
+  DSA_CHECK(shards_ == nullptr, "deepseek_v4 draft: speculative decoding does not run with tensor parallelism yet "
+            "(size {})", shards_ ? shards_->size() : 1);
   const MtpWeights& M = w_.mtp[0];
   const int layer = c.num_layers;  // the MTP layer's caches
   const kv::BatchMetadata& meta = *in.meta;
@@ -285,7 +298,7 @@ void DeepseekV4Model::draft(const StepInputs& in, const Tensor& logits) {
 
   MhcScratch m(T, hc, d, device_);
   Tensor yn = Tensor::empty({T, d}, DType::BF16, device_);
-  block_forward(M.block, layer, s, mp, np, X, m, yn, meta.token_ids, moe_ws_);
+  block_forward(M.block, layer, s, mp, np, X, m, yn, meta.token_ids, moe_ws_, nullptr);
   if (in.hidden_out.defined()) ops::copy_cast(in.hidden_out.reshape({T, hc * d}), X.reshape({T, hc * d}));
   head_logits(X, in.logit_rows, M.hc_head_fn, M.hc_head_base, M.hc_head_scale, M.norm, w_.head, mp, np, logits);
   trace_tensor("v4.mtp.logits", logits);
@@ -297,17 +310,22 @@ std::unique_ptr<DeepseekV4Model> load_deepseek_v4_model(const std::string& dir, 
               "deepseek_v4: no CUDA device {} ({})", device.index, cuda_unavailable_reason());
   ModelConfig config = model_config_for_load(dir, opt.weights.format, opt.weights.layers);
   DSA_CHECK(config.arch == Arch::DeepseekV4, "deepseek_v4: {} holds a {} model", dir, arch_name(config.arch));
+  const TpShard tp = opt.shards ? tp_shard(config, opt.shards->rank(), opt.shards->size()) : TpShard{};
   if (opt.weights.dummy()) {
     // Filled where the model keeps them (device-direct on CUDA, experts pre-stacked): the
-    // build below copies nothing but the small widened scales.
-    ModelWeights w = build_model_weights(dummy_model_weights(config, device, opt.weights.seed, opt.load_mtp), config,
-                                         device, opt.load_mtp);
+    // build below copies nothing but the small widened scales. A tensor-parallel rank fills the
+    // whole model on the host and cuts its shard from it as from a checkpoint (the host holds one
+    // whole model per rank while loading; no per-rank fill yet).
+    const Device fill = tp.split() ? Device::cpu() : device;
+    ModelWeights w = build_model_weights(dummy_model_weights(config, fill, opt.weights.seed, opt.load_mtp), config,
+                                         device, opt.load_mtp, tp);
+    if (tp.split()) w.loaded = LoadedWeights{};  // the host fill: only the shard is kept
     return std::make_unique<DeepseekV4Model>(std::move(config), std::move(w), device, opt);
   }
   LoadOptions lo;
   lo.device = Device::cpu();  // memory-mapped; build_model_weights copies each tensor to `device` once
   lo.progress = false;
-  ModelWeights w = build_model_weights(load_deepseek_v4(dir, lo), config, device, opt.load_mtp);
+  ModelWeights w = build_model_weights(load_deepseek_v4(dir, lo), config, device, opt.load_mtp, tp);
   return std::make_unique<DeepseekV4Model>(std::move(config), std::move(w), device, opt);
 }
 

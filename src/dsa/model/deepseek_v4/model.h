@@ -18,6 +18,7 @@
 #include "dsa/model/deepseek_v4/step.h"
 #include "dsa/model/deepseek_v4/weights.h"
 #include "dsa/model/load_format.h"
+#include "dsa/model/shard_group.h"
 #include "dsa/ops/moe/moe_layer.h"
 
 namespace dsa::model::v4 {
@@ -27,6 +28,10 @@ struct V4Options {
   bool progress = false; // loading progress
   bool load_mtp = false; // the MTP layer (draft(); LoadModelOptions::mtp)
   WeightSource weights;  // checkpoint or dummy weights (LoadModelOptions::weights)
+  // Tensor parallelism (sharding.h, docs/parallelism.md): the model is this rank's shard and
+  // all-reduces the partial sums of its attention and MoE over `shards`. Null (or size 1): the
+  // whole model. Must outlive the model.
+  ShardGroup* shards = nullptr;
 };
 
 class DeepseekV4Model final : public CausalLM {
@@ -55,6 +60,7 @@ class DeepseekV4Model final : public CausalLM {
   std::vector<std::unique_ptr<attn::AttentionImpl>> impls_;  // one per layer type of the plan
   AttentionSetup attn_;                                       // per layer: impl, padded sink
   ops::MoeWorkspace moe_ws_;
+  ShardGroup* shards_ = nullptr;  // set when the tensor-parallel size is above 1
 };
 
 std::unique_ptr<DeepseekV4Model> load_deepseek_v4_model(const std::string& dir, Device device,

@@ -16,6 +16,7 @@ namespace dsa::model::v4 {
 // Per-layer attention setup, made once by the model: the sparse-MLA kernels run 16/32/64/128
 // heads, so smaller models are padded with zero queries (outputs dropped) and zero sinks.
 struct AttentionSetup {
+  int64_t heads = 0;  // the heads this model runs: num_attention_heads, or a tensor-parallel rank's share
   int64_t heads_padded = 0;
   std::vector<const attn::AttentionImpl*> impl;  // [layer] the backend's implementation for its type
   std::vector<Tensor> sink;                      // [layer] f32 [heads_padded] on the model's device

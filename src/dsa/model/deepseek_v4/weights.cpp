@@ -6,6 +6,7 @@
 
 #include "dsa/core/dtype_conv.h"
 #include "dsa/core/error.h"
+#include "dsa/model/common/shard_slices.h"
 #include "dsa/ops/tensor/tensor_ops.h"
 
 namespace dsa::model::v4 {
@@ -33,10 +34,31 @@ Tensor scale_f32(const Tensor& s) {
   return out;
 }
 
-Linear linear(const LoadedWeights& w, const std::string& name, Device dev) {
+// Which part of a checkpoint tensor a rank keeps (sharding.h): all of it, or a range of its rows
+// (out features) or columns (in features).
+struct Cut {
+  enum Dim { All, Rows, Cols } dim = All;
+  Range range;
+};
+
+// The cut of a host tensor; FP8 block scales follow their 128x128 blocks (a cut through a block
+// throws naming `what`).
+Linear cut_linear(const Tensor& weight, const Tensor& scale, const Cut& cut, const std::string& what) {
+  if (cut.dim == Cut::All) return {weight, scale};
+  if (scale.defined()) {
+    const ops::Fp8BlockWeight f{weight, scale};
+    const ops::Fp8BlockWeight o = cut.dim == Cut::Rows ? fp8_rows(f, {cut.range}, what) : fp8_cols(f, {cut.range}, what);
+    return {o.weight, o.scale};
+  }
+  return {gather_ranges(weight, cut.dim == Cut::Rows ? 0 : 1, {cut.range}), Tensor()};
+}
+
+Linear linear(const LoadedWeights& w, const std::string& name, Device dev, const Cut& cut = {}) {
+  const Linear c = cut_linear(w.get(name + ".weight"), w.has(name + ".scale") ? w.get(name + ".scale") : Tensor(), cut,
+                              name);
   Linear l;
-  l.weight = w.get(name + ".weight").to(dev);
-  if (w.has(name + ".scale")) l.scale = scale_f32(w.get(name + ".scale")).to(dev);
+  l.weight = c.weight.to(dev);
+  if (c.scale.defined()) l.scale = scale_f32(c.scale).to(dev);
   return l;
 }
 
@@ -53,6 +75,22 @@ MhcWeights mhc(const LoadedWeights& w, const std::string& p, Device dev) {
 // values), FP8 128x128 blocks take f32 (widened here once).
 Tensor expert_scale(const Tensor& s, ops::WeightFormat fmt) {
   return fmt == ops::WeightFormat::FP8Block ? scale_f32(s) : s;
+}
+
+// One expert's w1 / w3 (rows) or w2 (columns) of the rank's intermediate slice, as the
+// checkpoint stores them ([N][K...] weight, its scale); the cut keeps whole scale blocks
+// (MXFP4: 32 columns, FP8: 128 x 128).
+std::pair<Tensor, Tensor> cut_expert(const Tensor& weight, const Tensor& scale, ops::WeightFormat fmt, const Cut& cut,
+                                     const std::string& what) {
+  if (cut.dim == Cut::All) return {weight, scale};
+  ops::ExpertWeights e;
+  e.format = fmt;
+  e.weight = weight.reshape({1, weight.size(0), weight.size(1)});
+  if (scale.defined()) e.scale = scale.reshape({1, scale.size(0), scale.size(1)});
+  const ops::ExpertWeights o =
+      cut.dim == Cut::Rows ? expert_rows(e, {cut.range}, what) : expert_cols(e, {cut.range}, what);
+  return {o.weight.reshape({o.weight.size(1), o.weight.size(2)}),
+          o.scale.defined() ? o.scale.reshape({o.scale.size(1), o.scale.size(2)}) : Tensor()};
 }
 
 // Concatenates a and b (same dtype, shapes [N_a][...] and [N_b][...]) along dim 0 into out
@@ -86,20 +124,30 @@ std::optional<ops::ExpertWeights> prestacked(const LoadedWeights& w, const std::
 // Gate/up weights of experts [first, first+count) concatenated as [count][2I][...]: w1 rows then
 // w3 rows, for the weight and for the scale (MXFP4: per-row scales; FP8: 128-row blocks, so I must
 // be a multiple of 128; BF16: no scale), copied once from the (memory-mapped) checkpoint into `dev`.
+// `inter`: the rank's rows of w1 and w3 (tensor parallelism; Cut::All: every row).
 ops::ExpertWeights stack_w13(const LoadedWeights& w, const std::vector<std::string>& prefixes, ops::WeightFormat fmt,
-                             Device dev, const std::string& key) {
-  if (auto s = prestacked(w, key, "w13", fmt, dev)) return *s;
+                             Device dev, const std::string& key, const Cut& inter = {}) {
+  if (auto s = prestacked(w, key, "w13", fmt, dev)) {
+    if (inter.dim == Cut::All) return *s;
+    const int64_t I = s->n() / 2;  // the whole stack, filled in place (dummy loads): cut it
+    return expert_rows(*s, {inter.range, {I + inter.range.begin, I + inter.range.end}}, key + "w13");
+  }
   ops::ExpertWeights out;
   out.format = fmt;
   const bool scaled = fmt != ops::WeightFormat::BF16;
-  const Tensor& w1 = w.get(prefixes[0] + "w1.weight");
+  // The rank's part of expert p's w1 or w3 (weight, scale as the checkpoint stores it).
+  auto cut_of = [&](const std::string& p, const char* which) {
+    const std::string n = p + which;
+    return cut_expert(w.get(n + "weight"), scaled ? w.get(n + "scale") : Tensor(), fmt, inter, n + "weight");
+  };
+  const Tensor w1 = cut_of(prefixes[0], "w1.").first;
   if (fmt == ops::WeightFormat::FP8Block)
     DSA_CHECK(w1.size(0) % 128 == 0, "deepseek_v4: {}w1 has {} rows; FP8 gate/up stacking needs a multiple of 128",
               prefixes[0], w1.size(0));
   const auto E = static_cast<int64_t>(prefixes.size());
   out.weight = Tensor::empty({E, 2 * w1.size(0), w1.size(1)}, w1.dtype(), dev);
   if (scaled) {
-    const Tensor s1 = expert_scale(w.get(prefixes[0] + "w1.scale"), fmt);
+    const Tensor s1 = expert_scale(cut_of(prefixes[0], "w1.").second, fmt);
     out.scale = Tensor::empty({E, 2 * s1.size(0), s1.size(1)}, s1.dtype(), dev);
   }
   for (int64_t e = 0; e < E; ++e) {
@@ -108,34 +156,43 @@ ops::ExpertWeights stack_w13(const LoadedWeights& w, const std::vector<std::stri
       DSA_CHECK(w.get(p + part + std::string("weight")).dtype() == w1.dtype(),
                 "deepseek_v4: {}{}weight is {}, {}w1.weight {}: one expert stack needs one format", p, part,
                 dtype_name(w.get(p + part + std::string("weight")).dtype()), prefixes[0], dtype_name(w1.dtype()));
-    copy_rows(w.get(p + "w1.weight"), out.weight, e, 0);
-    copy_rows(w.get(p + "w3.weight"), out.weight, e, w1.size(0));
+    const auto [w1e, s1e] = cut_of(p, "w1.");
+    const auto [w3e, s3e] = cut_of(p, "w3.");
+    copy_rows(w1e, out.weight, e, 0);
+    copy_rows(w3e, out.weight, e, w1.size(0));
     if (!scaled) continue;
-    copy_rows(expert_scale(w.get(p + "w1.scale"), fmt), out.scale, e, 0);
-    copy_rows(expert_scale(w.get(p + "w3.scale"), fmt), out.scale, e, out.scale.size(1) / 2);
+    copy_rows(expert_scale(s1e, fmt), out.scale, e, 0);
+    copy_rows(expert_scale(s3e, fmt), out.scale, e, out.scale.size(1) / 2);
   }
   return out;
 }
 
+// `inter`: the rank's columns of w2 (the same slice as stack_w13's rows).
 ops::ExpertWeights stack_w2(const LoadedWeights& w, const std::vector<std::string>& prefixes, ops::WeightFormat fmt,
-                            Device dev, const std::string& key) {
-  if (auto s = prestacked(w, key, "w2", fmt, dev)) return *s;
+                            Device dev, const std::string& key, const Cut& inter = {}) {
+  if (auto s = prestacked(w, key, "w2", fmt, dev))
+    return inter.dim == Cut::All ? *s : expert_cols(*s, {inter.range}, key + "w2");
   ops::ExpertWeights out;
   out.format = fmt;
   const bool scaled = fmt != ops::WeightFormat::BF16;
-  const Tensor& w2 = w.get(prefixes[0] + "w2.weight");
+  auto cut_of = [&](const std::string& p) {
+    const std::string n = p + "w2.";
+    return cut_expert(w.get(n + "weight"), scaled ? w.get(n + "scale") : Tensor(), fmt, inter, n + "weight");
+  };
+  const Tensor w2 = cut_of(prefixes[0]).first;
   const auto E = static_cast<int64_t>(prefixes.size());
   out.weight = Tensor::empty({E, w2.size(0), w2.size(1)}, w2.dtype(), dev);
   if (scaled) {
-    const Tensor s2 = expert_scale(w.get(prefixes[0] + "w2.scale"), fmt);
+    const Tensor s2 = expert_scale(cut_of(prefixes[0]).second, fmt);
     out.scale = Tensor::empty({E, s2.size(0), s2.size(1)}, s2.dtype(), dev);
   }
   for (int64_t e = 0; e < E; ++e) {
     DSA_CHECK(w.get(prefixes[e] + "w2.weight").dtype() == w2.dtype(),
               "deepseek_v4: {}w2.weight is {}, {}w2.weight {}: one expert stack needs one format", prefixes[e],
               dtype_name(w.get(prefixes[e] + "w2.weight").dtype()), prefixes[0], dtype_name(w2.dtype()));
-    copy_rows(w.get(prefixes[e] + "w2.weight"), out.weight, e, 0);
-    if (scaled) copy_rows(expert_scale(w.get(prefixes[e] + "w2.scale"), fmt), out.scale, e, 0);
+    const auto [w2e, s2e] = cut_of(prefixes[e]);
+    copy_rows(w2e, out.weight, e, 0);
+    if (scaled) copy_rows(expert_scale(s2e, fmt), out.scale, e, 0);
   }
   return out;
 }
@@ -161,7 +218,15 @@ Tensor as_i32(const Tensor& t) {
 }
 
 // The weights of one block under prefix p ("layers.N." or "mtp.N.") with compress ratio `ratio`.
-LayerWeights layer_weights(const LoadedWeights& w, const std::string& p, int ratio, const ModelConfig& c, Device dev) {
+// `tp`: the rank's shard (sharding.h); the cut parts are taken on the host, so only they reach `dev`.
+LayerWeights layer_weights(const LoadedWeights& w, const std::string& p, int ratio, const ModelConfig& c, Device dev,
+                           const TpShard& tp) {
+  const auto cut = [&](Cut::Dim d, Range r) { return tp.split() ? Cut{d, r} : Cut{}; };
+  const int64_t D = c.head_dim, r = c.o_lora_rank;
+  const Cut q_rows = cut(Cut::Rows, {tp.heads.begin * D, tp.heads.end * D});
+  const Cut group_rows = cut(Cut::Rows, {tp.groups.begin * r, tp.groups.end * r});
+  const Cut group_cols = cut(Cut::Cols, {tp.groups.begin * r, tp.groups.end * r});
+  const Cut inter_rows = cut(Cut::Rows, tp.inter), inter_cols = cut(Cut::Cols, tp.inter);
   LayerWeights L;
   L.ratio = ratio;
   L.attn_norm = w.get(p + "attn_norm.weight").to(dev);
@@ -170,13 +235,14 @@ LayerWeights layer_weights(const LoadedWeights& w, const std::string& p, int rat
   L.hc_ffn = mhc(w, p + "hc_ffn", dev);
   const std::string a = p + "attn.";
   L.wq_a = linear(w, a + "wq_a", dev);
-  L.wq_b = linear(w, a + "wq_b", dev);
+  L.wq_b = linear(w, a + "wq_b", dev, q_rows);
   L.wkv = linear(w, a + "wkv", dev);
-  L.wo_b = linear(w, a + "wo_b", dev);
+  L.wo_b = linear(w, a + "wo_b", dev, group_cols);
   L.q_norm = w.get(a + "q_norm.weight").to(dev);
   L.kv_norm = w.get(a + "kv_norm.weight").to(dev);
-  L.sink = w.get(a + "attn_sink").to(dev);
-  L.wo_a = w.get(a + "wo_a.weight").to(dev);
+  const Tensor& sink = w.get(a + "attn_sink");
+  L.sink = (tp.split() ? gather_ranges(sink.reshape({sink.numel()}), 0, {tp.heads}) : sink).to(dev);
+  L.wo_a = cut_linear(w.get(a + "wo_a.weight"), Tensor(), group_rows, a + "wo_a.weight").weight.to(dev);
   DSA_CHECK(L.wo_a.dtype() == DType::BF16, "deepseek_v4: {}wo_a.weight must be bf16, got {}", a, L.wo_a.str());
   if (L.ratio != 0) L.compressor = compressor(w, a + "compressor.", dev);
   if (L.ratio == 4) {
@@ -193,20 +259,20 @@ LayerWeights layer_weights(const LoadedWeights& w, const std::string& p, int rat
   std::vector<std::string> experts;
   for (int e = 0; e < c.n_routed_experts; ++e) experts.push_back(fmt::format("{}experts.{}.", f, e));
   const ops::WeightFormat ef = expert_format(w, experts[0] + "w1.weight");
-  L.moe.w13 = stack_w13(w, experts, ef, dev, f + "experts.");
-  L.moe.w2 = stack_w2(w, experts, ef, dev, f + "experts.");
+  L.moe.w13 = stack_w13(w, experts, ef, dev, f + "experts.", inter_rows);
+  L.moe.w2 = stack_w2(w, experts, ef, dev, f + "experts.", inter_cols);
   if (c.n_shared_experts > 0) {
     const std::vector<std::string> shared{f + "shared_experts."};
     const ops::WeightFormat sf = expert_format(w, shared[0] + "w1.weight");
-    L.moe.shared_w13 = stack_w13(w, shared, sf, dev, shared[0]);
-    L.moe.shared_w2 = stack_w2(w, shared, sf, dev, shared[0]);
+    L.moe.shared_w13 = stack_w13(w, shared, sf, dev, shared[0], inter_rows);
+    L.moe.shared_w2 = stack_w2(w, shared, sf, dev, shared[0], inter_cols);
   }
   return L;
 }
 
 }  // namespace
 
-ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& c, Device dev, bool mtp) {
+ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& c, Device dev, bool mtp, const TpShard& tp) {
   ModelWeights m;
   m.loaded = std::move(loaded);
   const LoadedWeights& w = m.loaded;
@@ -219,11 +285,11 @@ ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& c, Dev
   DSA_CHECK(m.embed.dtype() == DType::BF16 && m.head.dtype() == DType::BF16,
             "deepseek_v4: embed/head must be bf16 (got {} / {})", m.embed.str(), m.head.str());
   for (int l = 0; l < c.num_layers; ++l)
-    m.layers.push_back(layer_weights(w, fmt::format("layers.{}.", l), c.compress_ratios.at(l), c, dev));
+    m.layers.push_back(layer_weights(w, fmt::format("layers.{}.", l), c.compress_ratios.at(l), c, dev, tp));
   for (int k = 0; mtp && k < c.num_mtp_layers; ++k) {
     const std::string p = fmt::format("mtp.{}.", k);
     MtpWeights M;
-    M.block = layer_weights(w, p, c.mtp_compress_ratios.at(k), c, dev);
+    M.block = layer_weights(w, p, c.mtp_compress_ratios.at(k), c, dev, tp);
     M.e_proj = linear(w, p + "e_proj", dev);
     M.h_proj = linear(w, p + "h_proj", dev);
     M.enorm = w.get(p + "enorm.weight").to(dev);

@@ -10,6 +10,7 @@
 #include "dsa/core/tensor.h"
 #include "dsa/model/checkpoint_load.h"
 #include "dsa/model/config.h"
+#include "dsa/model/deepseek_v4/sharding.h"
 #include "dsa/ops/linear/linear.h"
 #include "dsa/ops/moe/moe_layer.h"
 
@@ -41,8 +42,8 @@ struct LayerWeights {
   MhcWeights hc_attn, hc_ffn;
   // attention
   Linear wq_a, wq_b, wkv, wo_b;
-  Tensor q_norm, kv_norm, sink;  // sink f32 [H]
-  Tensor wo_a;                   // bf16 [groups*o_lora][H*head_dim/groups]
+  Tensor q_norm, kv_norm, sink;  // sink f32 [H] (a rank's shard: its heads, sharding.h)
+  Tensor wo_a;                   // bf16 [groups*o_lora][H*head_dim/groups] (a shard: its groups)
   CompressorWeights compressor;  // ratio != 0
   // indexer (ratio 4)
   Linear idx_wq_b;
@@ -74,7 +75,9 @@ struct ModelWeights {
 
 // Groups the loaded (host) tensors of a DeepSeek-V4 checkpoint and copies them to `dev`; throws
 // naming a missing tensor.
-// `mtp`: the MTP layers too (ModelWeights::mtp stays empty otherwise).
-ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& config, Device dev, bool mtp = false);
+// `mtp`: the MTP layers too (ModelWeights::mtp stays empty otherwise). `tp`: only the split
+// weights' parts of that rank go to `dev` (sharding.h), cut from the host tensors one at a time.
+ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& config, Device dev, bool mtp = false,
+                                 const TpShard& tp = {});
 
 }  // namespace dsa::model::v4

@@ -1,0 +1,36 @@
+#include "dsa/model/deepseek_v4/sharding.h"
+
+#include "dsa/core/error.h"
+
+namespace dsa::model::v4 {
+
+void check_tensor_parallel(const ModelConfig& c, int size) {
+  DSA_CHECK(size >= 1, "tensor parallel size (--tensor-parallel-size) must be >= 1, got {}", size);
+  if (size == 1) return;
+  DSA_CHECK(c.num_heads % size == 0,
+            "tensor parallel size (--tensor-parallel-size) {} does not divide num_attention_heads ({})", size,
+            c.num_heads);
+  // A group's wo_a block reads all of its heads' outputs at once: a rank must own whole groups.
+  DSA_CHECK(c.o_groups % size == 0, "tensor parallel size (--tensor-parallel-size) {} does not divide o_groups ({})",
+            size, c.o_groups);
+  const int64_t I = c.moe_intermediate_size;
+  DSA_CHECK(I % size == 0, "tensor parallel size (--tensor-parallel-size) {} does not divide moe_intermediate_size ({})",
+            size, I);
+  DSA_CHECK((I / size) % 128 == 0,
+            "tensor parallel size (--tensor-parallel-size) {}: moe_intermediate_size {} / {} = {} is not a multiple of "
+            "128 (each rank's slice is the K of its experts' down projection)",
+            size, I, size, I / size);
+}
+
+TpShard tp_shard(const ModelConfig& c, int rank, int size) {
+  check_tensor_parallel(c, size);
+  TpShard s;
+  s.rank = rank;
+  s.size = size;
+  s.heads = rank_range(c.num_heads, rank, size, "num_attention_heads");
+  s.groups = rank_range(c.o_groups, rank, size, "o_groups");
+  s.inter = rank_range(c.moe_intermediate_size, rank, size, "moe_intermediate_size");
+  return s;
+}
+
+}  // namespace dsa::model::v4
