@@ -102,7 +102,7 @@ std::vector<int32_t> generate_showing_logits(model::CausalLM& lm, const std::vec
   so.max_step_tokens = static_cast<int64_t>(prompt.size());
   so.kv_blocks = (static_cast<int64_t>(prompt.size()) + a.max_tokens) / 16 + 8;
   engine::Session session(lm, so);
-  const int64_t id = session.add_request();
+  const kv::RequestId id = session.add_request();
   const engine::ForwardBatch b = engine::ForwardBatch::of(id, prompt);
   Tensor logits = session.forward(b);
   std::vector<int32_t> out{argmax(logits.data<float>(), V, 0)};

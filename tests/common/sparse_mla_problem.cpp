@@ -8,6 +8,7 @@
 
 #include "dsa/core/dtype_conv.h"
 #include "dsa/formats/kv_layout.h"
+#include "dsa/ops/sparse_mla/random_cache.h"
 
 namespace dsa::test {
 
@@ -30,54 +31,11 @@ CacheData make_cache(KvCacheKind kind, int page_size, int requests, int ctx, boo
   for (int r = 0; r < requests; ++r)
     for (int b = 0; b < blocks; ++b) c.table[r][b] = perm[r * blocks + b];
 
-  const int D = ops::kv_cache_d_qk(kind);
   const int64_t slots = static_cast<int64_t>(pages) * page_size;
-  c.truth.assign(slots * D, 0.f);
-  uint8_t* base = c.cache.data.data<uint8_t>();
-  auto code = [&](float scale) {
-    // Normal values quantized to e4m3 at the given scale; never NaN (0x7F / 0xFF).
-    uint8_t e = f32_to_e4m3(rng.normal() / scale);
-    if ((e & 0x7F) == 0x7F) e = static_cast<uint8_t>(e - 1);
-    return e;
-  };
-  for (int64_t s = 0; s < slots; ++s) {
-    float* tr = c.truth.data() + s * D;
-    if (kind == KvCacheKind::Fp8DsMla) {
-      uint8_t* tok = base + kv::ds_mla::token_offset(s);
-      for (int g = 0; g < kv::ds_mla::kGroups; ++g) {
-        float scale = pow2_scales ? std::ldexp(1.f, static_cast<int>(rng.randint(-7, -4))) : rng.uniform(0.004f, 0.05f);
-        std::memcpy(tok + kv::ds_mla::kScaleOffset + 4 * g, &scale, 4);
-        for (int i = 0; i < kv::ds_mla::kGroup; ++i) {
-          const int d = g * kv::ds_mla::kGroup + i;
-          tok[d] = code(scale);
-          tr[d] = e4m3_to_f32(tok[d]) * scale;
-        }
-      }
-      for (int i = 0; i < kv::ds_mla::kRope; ++i) {
-        uint16_t b = f32_to_bf16_bits(rng.normal());
-        std::memcpy(tok + kv::ds_mla::kRopeOffset + 2 * i, &b, 2);
-        tr[kv::ds_mla::kNope + i] = bf16_bits_to_f32(b);
-      }
-    } else {
-      uint8_t* tok = base + kv::model1::data_offset(s, page_size);
-      uint8_t* sc = base + kv::model1::scale_offset(s, page_size);
-      for (int g = 0; g < kv::model1::kGroups; ++g) {
-        sc[g] = static_cast<uint8_t>(127 + rng.randint(-7, -4));
-        const float scale = ue8m0_to_f32(sc[g]);
-        for (int i = 0; i < kv::model1::kGroup; ++i) {
-          const int d = g * kv::model1::kGroup + i;
-          tok[d] = code(scale);
-          tr[d] = e4m3_to_f32(tok[d]) * scale;
-        }
-      }
-      sc[7] = 0xFF;  // pad byte: garbage that must be ignored
-      for (int i = 0; i < kv::model1::kRope; ++i) {
-        uint16_t b = f32_to_bf16_bits(rng.normal());
-        std::memcpy(tok + kv::model1::kRopeOffset + 2 * i, &b, 2);
-        tr[kv::model1::kNope + i] = bf16_bits_to_f32(b);
-      }
-    }
-  }
+  c.truth.assign(slots * ops::kv_cache_d_qk(kind), 0.f);
+  ops::fill_random_kv_pages(kind, page_size, c.cache.data.data<uint8_t>(), pages,
+                            pow2_scales ? ops::RandomKvScales::Pow2 : ops::RandomKvScales::Any, rng.gen(),
+                            c.truth.data());
   return c;
 }
 

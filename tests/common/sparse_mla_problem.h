@@ -1,8 +1,7 @@
-// Random sparse-MLA problems for the tests (the one generator the sparse-MLA, attention and tuning
-// tests share): paged caches filled with valid random bytes (written through kv_layout.h offsets)
-// plus the exact dequantized value of every slot, scattered pages of several requests, index lists
-// with -1 entries, duplicates, out-of-range slots and partial lengths. (Benchmarks and the tuner
-// fill caches with ops/sparse_mla/random_cache.h instead: valid bytes, no truth, no awkward cases.)
+// Random sparse-MLA problems for the tests (the sparse-MLA, attention and tuning tests share them):
+// caches of ops/sparse_mla/random_cache.h (the generator the benchmarks and the tuner use too) with
+// the exact dequantized value of every slot, on scattered pages of several requests, and index
+// lists with -1 entries, duplicates, out-of-range slots and partial lengths.
 #pragma once
 #include <cstdint>
 #include <vector>

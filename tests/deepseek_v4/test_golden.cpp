@@ -61,7 +61,7 @@ RunResult run(model::v4::DeepseekV4Model& m, const Golden& g, int64_t chunk = 0)
   const int64_t T = static_cast<int64_t>(g.prompt.size()), N = static_cast<int64_t>(g.decode_ids.size());
   const int64_t V = m.config().vocab_size;
   engine::Session session(m);
-  const int64_t req = session.add_request();
+  const kv::RequestId req = session.add_request();
   RunResult out;
   out.prefill = Tensor::empty({T, V}, DType::F32);
   out.decode = Tensor::empty({N, V}, DType::F32);

@@ -46,7 +46,7 @@ Tensor prefill_logits(model::v4::DeepseekV4Model& m, const std::vector<int32_t>&
   const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size;
   Tensor out = Tensor::empty({T, V}, DType::F32);
   engine::Session session(m);
-  const int64_t req = session.add_request();
+  const kv::RequestId req = session.add_request();
   for (int64_t s = 0, k = 0; s < T; ++k) {
     const int64_t n = std::min(T - s, chunks[k % chunks.size()]);
     engine::ForwardBatch b;
@@ -108,7 +108,7 @@ void check_two_requests_equal_alone(model::v4::DeepseekV4Model& m, const Bounds&
   const Tensor la = prefill_logits(m, pa, {static_cast<int64_t>(pa.size())});
   const Tensor lb = prefill_logits(m, pb, {static_cast<int64_t>(pb.size())});
   engine::Session session(m);
-  const int64_t ra = session.add_request(), rb = session.add_request();
+  const kv::RequestId ra = session.add_request(), rb = session.add_request();
   // Step 1: 10 tokens of a and 17 of b; step 2: the rest of a and 1 of b; then the rest of b.
   auto add = [](engine::ForwardBatch& fb, int64_t req, const std::vector<int32_t>& ids, int64_t s, int64_t e) {
     for (int64_t t = s; t < e; ++t) {
@@ -166,7 +166,7 @@ TEST(DeepseekV4State, CudaTwoRequestsInOneBatchEqualAlone) {
 // Bad batches are refused with an error naming what is wrong, and leave the model usable.
 TEST(DeepseekV4State, BadBatchesThrowClearErrors) {
   engine::Session session(cpu_model());
-  const int64_t req = session.add_request();
+  const kv::RequestId req = session.add_request();
   auto message = [&](const engine::ForwardBatch& b) {
     try {
       session.forward(b);
@@ -204,6 +204,6 @@ TEST(DeepseekV4State, AttentionBackendComesFromTheSelector) {
   ::setenv("DSA_ATTENTION_BACKEND", "cpu_reference", 1);
   auto m = load_tiny(Device::cpu());
   engine::Session session(*m);
-  const int64_t req = session.add_request();
+  const kv::RequestId req = session.add_request();
   EXPECT_EQ(session.forward({{7, 8, 9}, {req, req, req}, {0, 1, 2}}).size(0), 1);
 }

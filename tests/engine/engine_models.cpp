@@ -60,7 +60,7 @@ std::vector<std::vector<int32_t>> random_prompts(const std::vector<int64_t>& len
 std::vector<int32_t> greedy_direct(model::CausalLM& lm, const std::vector<int32_t>& prompt, int64_t max_tokens) {
   const int64_t V = lm.config().vocab_size;
   Session session(lm);
-  const int64_t id = session.add_request();
+  const kv::RequestId id = session.add_request();
   const ForwardBatch b = ForwardBatch::of(id, prompt);
   std::vector<int32_t> out{argmax_token(session.forward(b).data<float>(), V)};
   while (static_cast<int64_t>(out.size()) < max_tokens) {

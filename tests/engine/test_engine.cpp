@@ -154,8 +154,8 @@ TEST_P(EngineTest, AbortFreesAndOthersContinue) {
   const auto want = alone.generate({prompts[1]}, {greedy(6)})[0].tokens;
 
   Engine e(lm());
-  const uint64_t a = e.add_request(prompts[0], greedy(50));
-  const uint64_t b = e.add_request(prompts[1], greedy(6));
+  const kv::RequestId a = e.add_request(prompts[0], greedy(50));
+  const kv::RequestId b = e.add_request(prompts[1], greedy(6));
   std::vector<int32_t> got;
   bool saw_abort = false, saw_b = false;
   for (int i = 0; i < 2; ++i)

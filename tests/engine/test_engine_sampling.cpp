@@ -44,7 +44,7 @@ Direct run_direct(model::CausalLM& lm, const std::vector<int32_t>& prompt, int64
   const int64_t V = lm.config().vocab_size;
   Direct d;
   Session session(lm);
-  const int64_t id = session.add_request();
+  const kv::RequestId id = session.add_request();
   const ForwardBatch b = ForwardBatch::of(id, prompt);
   const Tensor all = session.forward(b, true);
   for (size_t i = 0; i < prompt.size(); ++i)

@@ -34,7 +34,7 @@ Tensor run(model::CausalLM& lm, const std::vector<int32_t>& prompt, const std::v
   so.max_step_tokens = max_step_tokens;
   so.kv_blocks = kv_blocks;
   Session s(lm, so);
-  const int64_t req = s.add_request();
+  const kv::RequestId req = s.add_request();
   const int64_t V = lm.config().vocab_size, n = static_cast<int64_t>(prompt.size());
   Tensor rows = Tensor::empty({decode + 1, V}, DType::F32);
   int64_t at = 0;

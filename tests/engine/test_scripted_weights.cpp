@@ -39,7 +39,7 @@ TEST_P(ScriptedWeights, GreedyDecodingFollowsTheChain) {
   }
   // The margin: the chain token's logit is far above every other one.
   Session session(*lm);
-  const int64_t id = session.add_request();
+  const kv::RequestId id = session.add_request();
   ForwardBatch b{{300}, {id}, {0}};
   Tensor logits = session.forward(b);
   const float* p = logits.data<float>();

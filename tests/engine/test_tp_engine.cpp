@@ -73,7 +73,7 @@ EngineRun generate(Engine& e, const std::vector<std::vector<int32_t>>& prompts) 
   p.max_tokens = 20;
   p.logprobs = 2;  // the chosen token's logprob and the two best (a near tie shows)
   p.ignore_eos = true;
-  std::vector<uint64_t> ids;
+  std::vector<kv::RequestId> ids;
   for (const auto& pr : prompts) ids.push_back(e.add_request(pr, p));
   EngineRun r;
   while (e.has_unfinished())

@@ -37,7 +37,7 @@ inline float max_diff(const Tensor& a, const Tensor& b) {
 template <typename S>
 std::vector<Tensor> drive(S& s, const std::vector<std::vector<int32_t>>& prompts,
                           const std::vector<std::vector<int32_t>>& next) {
-  const int64_t a = s.add_request(), b = s.add_request();
+  const kv::RequestId a = s.add_request(), b = s.add_request();
   std::vector<Tensor> out;
   ForwardBatch pf = ForwardBatch::of(a, prompts[0]);
   const ForwardBatch pb = ForwardBatch::of(b, prompts[1]);

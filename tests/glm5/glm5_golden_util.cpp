@@ -34,7 +34,7 @@ Glm5Run run_glm5_golden(model::CausalLM& lm, const Glm5Golden& g) {
   so.kv_blocks = (T + N) / 64 + 8;
   so.max_step_tokens = std::max<int64_t>(T, 1);
   engine::Session session(lm, so);
-  const int64_t id = session.add_request();
+  const kv::RequestId id = session.add_request();
   engine::ForwardBatch b;
   for (int64_t t = 0; t < T; ++t) {
     b.token_ids.push_back(g.prompt[t]);

@@ -55,7 +55,7 @@ LmRun run_lm(const std::string& dir, Device dev, const std::vector<int32_t>& p, 
   LmRun r;
   r.V = lm->config().vocab_size;
   engine::Session session(*lm);
-  const int64_t id = session.add_request();
+  const kv::RequestId id = session.add_request();
   const engine::ForwardBatch b = engine::ForwardBatch::of(id, p);
   Tensor logits = session.forward(b, true).to(Device::cpu());
   auto add = [&](const Tensor& l) {

@@ -55,14 +55,14 @@ TEST(Glm5Chunked, ChunkedPrefillAndRaggedBatchMatchFullPrefill) {
   const int64_t T = static_cast<int64_t>(p.size());
 
   // Reference: one request, one full prefill.
-  const int64_t a = lm->add_request();
+  const kv::RequestId a = lm->add_request();
   engine::ForwardBatch full;
   append(full, a, p, 0, T);
   const Tensor ref = lm->forward(full, true);
 
   // Request b in chunks of 50, 14 (page boundary at 64) and 86; request c is prefilled in the
   // same forwards (ragged batches of two requests) with a shorter prompt.
-  const int64_t b = lm->add_request(), c = lm->add_request();
+  const kv::RequestId b = lm->add_request(), c = lm->add_request();
   const std::vector<int32_t> pc = prompt(40, 9);
   const std::vector<std::pair<int64_t, int64_t>> chunks = {{0, 50}, {50, 64}, {64, T}};
   const std::vector<std::pair<int64_t, int64_t>> chunks_c = {{0, 1}, {1, 39}, {39, 40}};
@@ -77,7 +77,7 @@ TEST(Glm5Chunked, ChunkedPrefillAndRaggedBatchMatchFullPrefill) {
     worst = std::max(worst, max_diff(got.data<float>() + off * V, ref.data<float>() + chunks[k].first * V, n * V));
   }
   // c alone in one forward equals c built up inside the ragged batches.
-  const int64_t c2 = lm->add_request();
+  const kv::RequestId c2 = lm->add_request();
   engine::ForwardBatch solo;
   append(solo, c2, pc, 0, 40);
   const Tensor c_solo = lm->forward(solo);
@@ -108,7 +108,7 @@ TEST(Glm5Chunked, RejectsBadBatches) {
   auto model = model::load_causal_lm(test::glm5_tiny_dir(), Device::cpu());
   engine::Session s(*model);
   engine::Session* lm = &s;
-  const int64_t a = lm->add_request(), b = lm->add_request();
+  const kv::RequestId a = lm->add_request(), b = lm->add_request();
   EXPECT_THROW(lm->forward(engine::ForwardBatch{{3}, {a}, {1}}), Error);       // position skips 0
   EXPECT_THROW(lm->forward(engine::ForwardBatch{{3}, {a + 7}, {0}}), Error);   // unknown request
   EXPECT_THROW(lm->forward(engine::ForwardBatch{{9999}, {a}, {0}}), Error);    // id outside the vocabulary

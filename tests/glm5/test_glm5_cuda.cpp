@@ -34,7 +34,7 @@ namespace {
 Tensor run(model::glm5::Model& m, const std::vector<int32_t>& ids) {
   const int64_t n = static_cast<int64_t>(ids.size()), V = m.config().vocab_size;
   engine::Session session(m);
-  const int64_t id = session.add_request();
+  const kv::RequestId id = session.add_request();
   engine::ForwardBatch pre;
   for (int64_t t = 0; t + 1 < n; ++t) {
     pre.token_ids.push_back(ids[t]);

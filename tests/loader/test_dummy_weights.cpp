@@ -53,7 +53,7 @@ std::vector<float> prompt_logits(model::CausalLM& lm) {
   so.max_step_tokens = 8;
   so.kv_blocks = 8;
   engine::Session s(lm, so);
-  const int64_t id = s.add_request();
+  const kv::RequestId id = s.add_request();
   const Tensor l = s.forward(engine::ForwardBatch::of(id, {1, 7, 42, 3, 99}), /*all_logits=*/true).to(Device::cpu());
   return std::vector<float>(l.data<float>(), l.data<float>() + l.numel());
 }

@@ -31,7 +31,7 @@ void write_pair(const std::string& arch, bool fp8, const test::TempDir& dir) {
 std::vector<Tensor> run(const std::string& dir) {
   auto lm = model::load_causal_lm(dir, Device::cpu());
   engine::Session session(*lm);
-  const int64_t id = session.add_request();
+  const kv::RequestId id = session.add_request();
   std::vector<int32_t> prompt;
   for (int i = 0; i < 12; ++i) prompt.push_back(2 + (i * 37) % 500);
   const engine::ForwardBatch b = engine::ForwardBatch::of(id, prompt);

@@ -98,7 +98,7 @@ std::vector<engine::Completion> Harness::reference(const std::vector<std::vector
 std::vector<float> Harness::reference_logits(const std::vector<int32_t>& tokens) {
   if (!ref_lm) ref_lm = load(dir);
   engine::Session session(*ref_lm);
-  const int64_t id = session.add_request();
+  const kv::RequestId id = session.add_request();
   const engine::ForwardBatch b = engine::ForwardBatch::of(id, tokens);
   const Tensor l = session.forward(b, /*all_logits=*/true);
   session.free_request(id);

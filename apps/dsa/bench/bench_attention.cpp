@@ -73,7 +73,7 @@ Tensor make_device_cache(KvCacheKind kind, int page, int64_t pages, std::mt19937
   const size_t pb = kind == KvCacheKind::Fp8DsMla ? kv::ds_mla::page_bytes(page) : kv::model1::page_bytes(page);
   const int64_t tmpl_pages = std::min<int64_t>(pages, std::max<int64_t>(1, 4096 / page));
   std::vector<uint8_t> h(pb * tmpl_pages, 0);
-  ops::fill_random_kv_pages(kind, page, h.data(), tmpl_pages, gen);
+  ops::fill_random_kv_pages(kind, page, h.data(), tmpl_pages, ops::RandomKvScales::Fixed, gen);
   Tensor t = Tensor::empty({static_cast<int64_t>(pb * pages)}, DType::U8, Device::cuda(0));
   const size_t tb = h.size();
   DSA_CUDA_CHECK(cudaMemcpy(t.raw(), h.data(), tb, cudaMemcpyHostToDevice));

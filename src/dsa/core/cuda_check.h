@@ -1,5 +1,6 @@
-// Error checking for CUDA runtime calls and kernel launches: failures become dsa::Error naming
-// the call, the file and line, and CUDA's own message.
+// Error checking for CUDA runtime calls in host code: a failure becomes dsa::Error naming the call,
+// the file and line, and CUDA's own message. Kernel launches are checked with
+// cuda_launch::check_launch (cuda_launch.h), which .cu files can call too.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -12,6 +13,3 @@
       ::dsa::fail("CUDA error at {}:{}: {} failed: {}", __FILE__, __LINE__, #expr,       \
                   cudaGetErrorString(dsa_err_));                                         \
   } while (0)
-
-// After a <<<...>>> launch: catches bad launch configurations at once.
-#define DSA_CUDA_CHECK_LAUNCH() DSA_CUDA_CHECK(cudaGetLastError())

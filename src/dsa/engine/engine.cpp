@@ -132,7 +132,7 @@ void Engine::check_request(const std::vector<int32_t>& prompt, const SamplingPar
             prompt.size(), params.max_tokens, need, kv_->capacity_tokens());
 }
 
-uint64_t Engine::add_request(std::vector<int32_t> prompt, const SamplingParams& params) {
+kv::RequestId Engine::add_request(std::vector<int32_t> prompt, const SamplingParams& params) {
   check_request(prompt, params);
   auto s = std::make_unique<Sequence>();
   s->id = next_id_++;
@@ -149,7 +149,7 @@ uint64_t Engine::add_request(std::vector<int32_t> prompt, const SamplingParams& 
   s->rejection = s->speculative_tokens > 0 && params.temperature > 0 &&
                  opt_.speculative_acceptance == SpecAcceptance::Rejection;
   waiting_.push_back(s.get());
-  const uint64_t id = s->id;
+  const kv::RequestId id = s->id;
   seqs_[id] = std::move(s);
   return id;
 }
@@ -164,7 +164,7 @@ StepOutput Engine::report(const Sequence& s) const {
 
 void Engine::finish(Sequence& s, FinishReason r, std::vector<StepOutput>& out, std::string error) {
   if (s.running) {
-    kv_->release(static_cast<kv::RequestId>(s.id));
+    kv_->release(s.id);
     running_.erase(std::find(running_.begin(), running_.end(), &s));
     admission_blocked_ = false;  // pages came free
   } else {
@@ -183,7 +183,7 @@ void Engine::finish(Sequence& s, FinishReason r, std::vector<StepOutput>& out, s
   seqs_.erase(s.id);  // s is gone after this
 }
 
-void Engine::abort(uint64_t id) {
+void Engine::abort(kv::RequestId id) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return;
   finish(*it->second, FinishReason::Abort, pending_);
@@ -191,7 +191,7 @@ void Engine::abort(uint64_t id) {
 
 void Engine::preempt(Sequence* s) {
   running_.erase(std::find(running_.begin(), running_.end(), s));
-  kv_->release(static_cast<kv::RequestId>(s->id));
+  kv_->release(s->id);
   s->running = false;
   s->computed = 0;
   s->drafts.clear();
@@ -207,7 +207,7 @@ std::vector<Engine::Slot> Engine::schedule() {
   std::vector<Slot> plan;
   kv::Batch b;
   auto add = [&](Sequence* s, int64_t count) {
-    b.add_positions(static_cast<kv::RequestId>(s->id), s->computed, count);
+    b.add_positions(s->id, s->computed, count);
     plan.push_back({s, count});
   };
   auto drop_last = [&] {
@@ -241,7 +241,7 @@ std::vector<Engine::Slot> Engine::schedule() {
           if (plan[j].seq == victim) {  // not the last: rebuild the batch without it
             plan.erase(plan.begin() + static_cast<int64_t>(j));
             b = kv::Batch{};
-            for (const Slot& sl : plan) b.add_positions(static_cast<kv::RequestId>(sl.seq->id), sl.seq->computed, sl.count);
+            for (const Slot& sl : plan) b.add_positions(sl.seq->id, sl.seq->computed, sl.count);
             break;
           }
       preempt(victim);
@@ -265,7 +265,7 @@ std::vector<Engine::Slot> Engine::schedule() {
   if (running_.empty()) admission_blocked_ = false;  // nothing left to wait for
   while (!admission_blocked_ && !waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < opt_.max_running) {
     Sequence* s = waiting_.front();
-    const auto id = static_cast<kv::RequestId>(s->id);
+    const auto id = s->id;
     if (!kv_->can_admit(std::min({s->remaining(), budget, chunk_cap}))) break;
     kv_->add_request(id);
     add(s, std::min({s->remaining(), budget, chunk_cap}));
@@ -321,7 +321,7 @@ std::vector<StepOutput> Engine::step() {
     std::vector<int32_t> toks(s.tokens.begin() + s.computed, s.tokens.begin() + s.computed + real);
     toks.insert(toks.end(), s.drafts.begin(), s.drafts.begin() + drafted[i]);
     first_row[i] = b.num_tokens();
-    b.add(static_cast<kv::RequestId>(s.id), s.computed, toks);
+    b.add(s.id, s.computed, toks);
     if (s.wants_prompt_logprobs() && s.computed < s.prompt_len) {  // every token's row of the chunk
       prompt_rows[i] = static_cast<int>(rows.size());
       for (int64_t t = 0; t < count; ++t) rows.push_back(RowRequest{b.num_tokens() - count + t, {}, true});
@@ -349,7 +349,7 @@ std::vector<StepOutput> Engine::step() {
       for (size_t i = 0; i < plan.size(); ++i)
         if (drafted[i] > 0 && rollback_needs_state(kv_->groups(), plan[i].seq->computed + 1,
                                                    plan[i].seq->computed + 1 + drafted[i]))
-          kv_->save_state(static_cast<kv::RequestId>(plan[i].seq->id));
+          kv_->save_state(plan[i].seq->id);
     }
   }
   const StepResult res = tp_ ? tp_->run(b, rows) : runner_->run(b, rows, drafter_ ? &extras : nullptr);
@@ -359,7 +359,7 @@ std::vector<StepOutput> Engine::step() {
   std::vector<DraftJob> jobs;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].seq;
-    const uint64_t id = s.id;
+    const kv::RequestId id = s.id;
     const int64_t step_start = s.computed;
     if (prompt_rows[i] >= 0)
       for (int64_t t = 0; t < plan[i].count; ++t) {
@@ -450,16 +450,15 @@ std::vector<StepOutput> Engine::step() {
       // span the state slots go back to the step's start and the accepted tokens are computed
       // again in the next step (a chunk, as after a preemption).
       const int64_t keep = step_start + 1 + accepted;
-      const auto rid = static_cast<kv::RequestId>(id);
       if (accepted < drafted[i]) {
         if (rollback_needs_state(kv_->groups(), keep, s.computed) && !kv_->requirements().states.empty()) {
           cuda_stream::StreamScope on_stream(runner_->stream());
-          kv_->restore_state(rid);
-          kv_->truncate(rid, step_start);
+          kv_->restore_state(id);
+          kv_->truncate(id, step_start);
           s.computed = step_start;
           ++spec_.rollbacks;
         } else {
-          kv_->truncate(rid, keep);
+          kv_->truncate(id, keep);
           s.computed = keep;
         }
       }
@@ -493,7 +492,7 @@ std::vector<Completion> Engine::generate(const std::vector<std::vector<int32_t>>
   DSA_CHECK(params.size() == prompts.size() || params.size() == 1,
             "engine generate: {} prompts but {} sampling params (give one or one each)", prompts.size(),
             params.size());
-  std::map<uint64_t, size_t> index;
+  std::map<kv::RequestId, size_t> index;
   for (size_t i = 0; i < prompts.size(); ++i)
     index[add_request(prompts[i], params[params.size() == 1 ? 0 : i])] = i;
   std::vector<Completion> done(prompts.size());

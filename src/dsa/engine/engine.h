@@ -88,7 +88,7 @@ struct EngineOptions {
 
 // What one step did for one request.
 struct StepOutput {
-  uint64_t id = 0;
+  kv::RequestId id = 0;
   std::vector<int32_t> new_tokens;  // 0 or 1 tokens; up to speculative_tokens + 1 when drafts are verified
   std::vector<TokenLogprob> logprobs;         // params.logprobs >= 0: one per new token (raw logits)
   std::vector<TokenLogprob> prompt_logprobs;  // params.prompt_logprobs >= 0: prompt tokens 1.., once,
@@ -131,15 +131,15 @@ class Engine {
   // server refuses what can never fit before queueing it).
   bool can_ever_fit(int64_t tokens) const { return tokens <= max_model_len_ && kv_->fits_alone(tokens); }
   // Queues a request (check_request first) and returns its id.
-  uint64_t add_request(std::vector<int32_t> prompt, const SamplingParams& params);
+  kv::RequestId add_request(std::vector<int32_t> prompt, const SamplingParams& params);
   // Finishes a request now with "abort" (the next step() reports it); unknown ids are ignored.
-  void abort(uint64_t id);
+  void abort(kv::RequestId id);
 
   bool has_unfinished() const { return !waiting_.empty() || !running_.empty() || !pending_.empty(); }
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }
   // True while the request holds KV memory (admitted and not preempted); false when unknown.
-  bool is_running(uint64_t id) const {
+  bool is_running(kv::RequestId id) const {
     auto it = seqs_.find(id);
     return it != seqs_.end() && it->second->running;
   }
@@ -185,8 +185,8 @@ class Engine {
   int64_t max_model_len_ = 0;
   std::unique_ptr<kv::KvManager> kv_;
   std::unique_ptr<ModelRunner> runner_;
-  uint64_t next_id_ = 0;
-  std::map<uint64_t, std::unique_ptr<Sequence>> seqs_;  // every unfinished request
+  kv::RequestId next_id_ = 0;
+  std::map<kv::RequestId, std::unique_ptr<Sequence>> seqs_;  // every unfinished request
   std::deque<Sequence*> waiting_;                       // arrival order (preempted ones in front)
   std::vector<Sequence*> running_;                      // admission order
   std::vector<StepOutput> pending_;                     // finished outside step() (aborts)

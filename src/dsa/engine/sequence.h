@@ -10,6 +10,7 @@
 
 #include "dsa/engine/sampler.h"
 #include "dsa/engine/sampling_params.h"
+#include "dsa/kv/request_id.h"
 
 namespace dsa::engine {
 
@@ -18,7 +19,7 @@ enum class FinishReason { None, Length, Stop, Abort, Error };
 const char* finish_reason_name(FinishReason r);
 
 struct Sequence {
-  uint64_t id = 0;
+  kv::RequestId id = 0;
   std::vector<int32_t> tokens;  // prompt ++ generated
   int64_t prompt_len = 0;
   int64_t computed = 0;         // tokens the KV cache holds

@@ -16,13 +16,13 @@ Session::Session(model::CausalLM& lm, const SessionOptions& opt) : lm_(lm) {
   runner_ = std::make_unique<ModelRunner>(lm_, *kv_);
 }
 
-int64_t Session::add_request() {
-  const int64_t id = next_id_++;
+kv::RequestId Session::add_request() {
+  const kv::RequestId id = next_id_++;
   kv_->add_request(id);
   return id;
 }
 
-void Session::free_request(int64_t id) { kv_->release(id); }
+void Session::free_request(kv::RequestId id) { kv_->release(id); }
 
 Tensor Session::forward(const ForwardBatch& f, bool all_logits) {
   const size_t T = f.token_ids.size();

@@ -16,11 +16,11 @@ namespace dsa::engine {
 
 struct ForwardBatch {
   std::vector<int32_t> token_ids;  // [N]
-  std::vector<int64_t> request;    // [N] request id (from add_request)
+  std::vector<kv::RequestId> request;  // [N] request id (from add_request)
   std::vector<int64_t> positions;  // [N] position within the request (consecutive per request)
 
   // The tokens of one request at positions start, start + 1, ...
-  static ForwardBatch of(int64_t request, const std::vector<int32_t>& tokens, int64_t start = 0) {
+  static ForwardBatch of(kv::RequestId request, const std::vector<int32_t>& tokens, int64_t start = 0) {
     ForwardBatch b;
     b.token_ids = tokens;
     b.request.assign(tokens.size(), request);
@@ -38,8 +38,8 @@ struct SessionOptions {
 class Session {
  public:
   explicit Session(model::CausalLM& lm, const SessionOptions& opt = {});
-  int64_t add_request();
-  void free_request(int64_t id);
+  kv::RequestId add_request();
+  void free_request(kv::RequestId id);
   // Runs the batch and returns f32 logits on the host: [N][vocab] when all_logits, otherwise one
   // row per request of the batch (its last token), in order of first appearance.
   Tensor forward(const ForwardBatch& batch, bool all_logits = false);
@@ -51,7 +51,7 @@ class Session {
   model::CausalLM& lm_;
   std::unique_ptr<kv::KvManager> kv_;
   std::unique_ptr<ModelRunner> runner_;
-  int64_t next_id_ = 0;
+  kv::RequestId next_id_ = 0;
 };
 
 }  // namespace dsa::engine

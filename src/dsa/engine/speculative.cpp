@@ -105,7 +105,7 @@ void Drafter::run(std::vector<DraftJob>& jobs) {
     }
     std::vector<int32_t> next(s.tokens.begin() + start + 1, s.tokens.begin() + job.valid_end + 1);
     for (int64_t p = start; p < job.valid_end; ++p) hidden_rows.push_back(static_cast<int32_t>(job.first_row + p - job.step_start));
-    b.add(static_cast<kv::RequestId>(s.id), start, next);
+    b.add(s.id, start, next);
     s.mtp_done = job.valid_end;
     last_token[j] = b.num_tokens() - 1;
     // The last committed position predicts the token after the last one: the first draft.
@@ -142,7 +142,7 @@ void Drafter::run(std::vector<DraftJob>& jobs) {
     }
     s.drafts.push_back(t);
     // Draft k >= 2 writes the MTP cache at position len - 3 + k: pages ahead of the cache end.
-    if (jobs[j].drafts > 1 && !kv_.reserve(static_cast<kv::RequestId>(s.id), len + jobs[j].drafts - 2)) jobs[j].drafts = 1;
+    if (jobs[j].drafts > 1 && !kv_.reserve(s.id, len + jobs[j].drafts - 2)) jobs[j].drafts = 1;
     max_drafts = std::max(max_drafts, jobs[j].drafts);
   }
 
@@ -157,7 +157,7 @@ void Drafter::run(std::vector<DraftJob>& jobs) {
       if (jobs[j].drafts < k || static_cast<int>(s.drafts.size()) != k - 1) continue;
       const int64_t len = static_cast<int64_t>(s.tokens.size());
       const int32_t prev = s.drafts.back();
-      c.add(static_cast<kv::RequestId>(s.id), len - 3 + k, std::span<const int32_t>(&prev, 1));
+      c.add(s.id, len - 3 + k, std::span<const int32_t>(&prev, 1));
       src_rows.push_back(static_cast<int32_t>(last_token[j]));
       last_token[j] = c.num_tokens() - 1;
       crow.push_back(RowRequest{c.num_tokens() - 1, {}, s.rejection});

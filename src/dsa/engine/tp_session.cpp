@@ -12,17 +12,17 @@ TensorParallelSession::TensorParallelSession(const std::string& dir, int size, D
 
 TensorParallelSession::~TensorParallelSession() = default;
 
-int64_t TensorParallelSession::add_request() {
-  int64_t id = -1;
+kv::RequestId TensorParallelSession::add_request() {
+  kv::RequestId id = -1;
   for (auto& s : sessions_) {
-    const int64_t got = s->add_request();
+    const kv::RequestId got = s->add_request();
     DSA_CHECK(id < 0 || got == id, "tensor-parallel session: ranks gave request ids {} and {}", id, got);
     id = got;
   }
   return id;
 }
 
-void TensorParallelSession::free_request(int64_t id) {
+void TensorParallelSession::free_request(kv::RequestId id) {
   for (auto& s : sessions_) s->free_request(id);
 }
 

@@ -26,8 +26,8 @@ class TensorParallelSession {
   TensorParallelSession(const std::string& dir, int size, Device device, const TpSessionOptions& opt = {});
   ~TensorParallelSession();
   int size() const { return models_.size(); }
-  int64_t add_request();  // on every rank (the same id everywhere)
-  void free_request(int64_t id);
+  kv::RequestId add_request();  // on every rank (the same id everywhere)
+  void free_request(kv::RequestId id);
   // As Session::forward, run by every rank; returns rank 0's logits.
   Tensor forward(const ForwardBatch& batch, bool all_logits = false);
   // Every rank's logits of the last forward (they must be identical: tests check it).

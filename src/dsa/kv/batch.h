@@ -14,10 +14,9 @@
 #include <span>
 #include <vector>
 
-namespace dsa::kv {
+#include "dsa/kv/request_id.h"
 
-// Engine-wide request id (any value; the scheduler chooses).
-using RequestId = int64_t;
+namespace dsa::kv {
 
 struct BatchLimits {
   int64_t max_tokens = 0;    // tokens per step; 0 = no limit

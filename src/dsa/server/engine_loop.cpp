@@ -149,7 +149,7 @@ void EngineLoop::publish() {
   }
 }
 
-void EngineLoop::finish_live(std::map<uint64_t, Live>::iterator it) {
+void EngineLoop::finish_live(std::map<kv::RequestId, Live>::iterator it) {
   if (!it->second.admitted) --queued_;
   --open_;
   live_.erase(it);

@@ -141,8 +141,8 @@ class EngineLoop {
     Clock::time_point submitted, last_token;
     bool admitted = false, got_token = false;
   };
-  std::map<uint64_t, Live> live_;
-  void finish_live(std::map<uint64_t, Live>::iterator it);
+  std::map<kv::RequestId, Live> live_;
+  void finish_live(std::map<kv::RequestId, Live>::iterator it);
 };
 
 }  // namespace dsa::server

@@ -132,7 +132,7 @@ ops::PagedKvCache make_cache(KvCacheKind kind, int page, size_t bytes, Device de
   const int64_t pages = std::max<int64_t>(1, static_cast<int64_t>(bytes / pb));
   const int64_t tmpl_pages = std::min<int64_t>(pages, 64);
   std::vector<uint8_t> h(pb * tmpl_pages, 0);
-  ops::fill_random_kv_pages(kind, page, h.data(), tmpl_pages, gen);
+  ops::fill_random_kv_pages(kind, page, h.data(), tmpl_pages, ops::RandomKvScales::Fixed, gen);
   Tensor host = Tensor::empty({static_cast<int64_t>(pb * pages)}, DType::U8);
   for (int64_t p0 = 0; p0 < pages; p0 += tmpl_pages) {
     const int64_t n = std::min(tmpl_pages, pages - p0);

@@ -9,7 +9,7 @@
 #include "dsa/ops/linear/act_quant.h"
 #include "dsa/ops/moe/expert_gemm.h"
 #ifdef DSA_WITH_CUDA
-#include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/ops/linear/cuda/kernels.h"
 #include "dsa/ops/linear/cuda_ops.h"
 #endif
@@ -62,7 +62,7 @@ void fake_quant_act_fp8(const Tensor& x, Tensor& out) {
   if (x.device().is_cuda()) {
 #ifdef DSA_WITH_CUDA
     cuda::launch_act_quant(x.raw(), x.size(0), x.size(1), nullptr, nullptr, true, out.raw());
-    DSA_CUDA_CHECK_LAUNCH();
+    cuda_launch::check_launch("act_quant_kernel");
     return;
 #else
     fail("fake_quant_act_fp8: no CUDA in this build");

@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/core/cuda_memory.h"
 #include "dsa/core/stream_scratch.h"
 #include "dsa/core/cuda_stream.h"
@@ -88,7 +89,7 @@ const float* weight_scales(const Tensor& scale, int layout) {
   cuda_memory::PersistentScope persistent;  // cached across steps
   Tensor out = Tensor::zeros({layout == 0 ? NB * KB : KB * ld}, DType::F32, scale.device());
   cuda::launch_weight_scales(scale.raw(), scale.dtype() == DType::F32, NB, KB, layout, ld, out.data<float>());
-  DSA_CUDA_CHECK_LAUNCH();
+  cuda_launch::check_launch("weight_scale_kernel");
   return cache.emplace(key, Converted{scale, out}).first->second.out.data<float>();
 }
 
@@ -147,7 +148,7 @@ bool linear_fp8_block_cublaslt(const Tensor& x, const Fp8BlockWeight& w, Tensor&
                                     .ptr,
                                 {T * (K / 128)}, DType::F32, x.device());
   cuda::launch_act_quant(x.raw(), T, K, static_cast<uint8_t*>(qv.raw()), sv.data<float>(), lb == 1, nullptr);
-  DSA_CUDA_CHECK_LAUNCH();
+  cuda_launch::check_launch("act_quant_kernel");
   Plan& p = plan(true, T, N, K, false);
   const float* ws = weight_scales(w.scale, la);
   const void* as = sv.raw();

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/core/cuda_memory.h"
 #include "dsa/core/cuda_stream.h"
 #include "dsa/core/stream_scratch.h"
@@ -80,7 +80,7 @@ void launch(const egemm::Args& args, WeightFormat format, int tactic, int chunks
     launched = egemm::launch_fp8(args, tactic);
   DSA_CHECK(launched, "expert_gemm (CUDA): K={} ({} 128-k chunks per CTA) too large for the FP8 scale table in shared "
             "memory (tactic {})", args.K, chunks, tactic);
-  DSA_CUDA_CHECK_LAUNCH();
+  cuda_launch::check_launch("expert_gemm kernel");
 }
 
 }  // namespace

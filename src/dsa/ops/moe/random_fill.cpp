@@ -3,7 +3,7 @@
 
 #include "dsa/core/dtype_conv.h"
 #ifdef DSA_WITH_CUDA
-#include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/ops/moe/cuda/kernels.h"
 #endif
 
@@ -25,7 +25,7 @@ static void fill(Tensor& t, int kind, uint64_t seed, float lo, float hi, int fla
   if (t.device().is_cuda()) {
 #ifdef DSA_WITH_CUDA
     cuda::launch_random_fill(t.raw(), n, kind, seed, lo, hi, flag);
-    DSA_CUDA_CHECK_LAUNCH();
+    cuda_launch::check_launch("random_fill fill_kernel");
     return;
 #else
     fail("random_fill: no CUDA in this build");

@@ -2,7 +2,7 @@
 #include "dsa/ops/moe/route_layout.h"
 
 #ifdef DSA_WITH_CUDA
-#include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/ops/moe/cuda/kernels.h"
 #endif
 
@@ -40,7 +40,7 @@ void route_and_layout(const Tensor& logits, const Tensor& bias, const Tensor& to
     a.m_indices = l.m_indices.data<int32_t>();
     a.src_token = l.src_token.data<int32_t>();
     if (cuda::launch_route_layout(a)) {
-      DSA_CUDA_CHECK_LAUNCH();
+      cuda_launch::check_launch("moe route_layout kernel");
       return;
     }
   }

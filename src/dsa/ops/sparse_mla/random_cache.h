@@ -1,6 +1,7 @@
-// Valid random cache rows for benchmarks and tuning (not for tests, which build their own
-// awkward cases): e4m3 of N(0, 16) with scale 1/16 (fp8_ds_mla) or 2^(123-127) (MODEL1), bf16
-// rope N(0, 1). Never zeros, never NaN, so timings see real data.
+// Random paged KV caches for sparse MLA: the one generator that the tests (awkward scales plus the
+// exact value of every slot, to check against), the benchmarks and the tuner (valid data at a
+// fixed scale, so that timings see real values) fill caches with. NoPE values are e4m3 of N(0, 1)
+// at their group's scale (never NaN), rope values bf16 N(0, 1).
 #pragma once
 #include <cstdint>
 #include <random>
@@ -9,8 +10,17 @@
 
 namespace dsa::ops {
 
-// Fills every slot of `num_pages` host pages starting at `pages` (page_bytes each, in `kind`'s
-// layout with `page_size` tokens per page).
-void fill_random_kv_pages(KvCacheKind kind, int page_size, uint8_t* pages, int64_t num_pages, std::mt19937_64& gen);
+enum class RandomKvScales {
+  Fixed,  // 1/16 for every group, no draws (benchmarks, tuning)
+  Pow2,   // a power of two in [2^-7, 2^-4] per group
+  Any,    // fp8_ds_mla: an fp32 uniform in [0.004, 0.05) per group; MODEL1 (UE8M0) as Pow2
+};
+
+// Fills every slot of `num_pages` host pages starting at `pages` (in `kind`'s layout with
+// `page_size` tokens per page); bytes outside the slots (MODEL1's page tail) are left as they
+// are. `truth` (optional): [num_pages * page_size][kv_cache_d_qk(kind)], each slot's exact
+// dequantized row. The draws depend only on the arguments, so a seed replays the same cache.
+void fill_random_kv_pages(KvCacheKind kind, int page_size, uint8_t* pages, int64_t num_pages, RandomKvScales scales,
+                          std::mt19937_64& gen, float* truth = nullptr);
 
 }  // namespace dsa::ops

@@ -2,6 +2,7 @@
 // stride), an atomic increment of the row count per valid element (counts are zeroed first).
 #include <cuda_runtime.h>
 
+#include "dsa/core/cuda_launch.h"
 #include "dsa/core/cuda_stream.h"
 
 #include "dsa/ops/sparse_index/cuda/kernels.h"
@@ -50,26 +51,25 @@ unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 ? 65535 : b));
 }
 
-}  // namespace
-
-int launch_topk(const Common& c, const int32_t* local, void* stream) {
-  auto s = DSA_STREAM_OR_CURRENT(stream);
-  if (c.counts) {
-    cudaError_t e = cudaMemsetAsync(c.counts, 0, c.T * sizeof(int32_t), s);
-    if (e != cudaSuccess) return e;
-  }
-  topk_kernel<<<blocks_for(c.T * c.K), 256, 0, s>>>(c, local);
-  return cudaGetLastError();
+void zero_counts(const Common& c, cudaStream_t s) {
+  if (c.counts)
+    cuda_launch::check_status(cudaMemsetAsync(c.counts, 0, c.T * sizeof(int32_t), s), "sparse_index: zeroing the counts");
 }
 
-int launch_positions(const Common& c, const int32_t* positions, int mode, int ratio, void* stream) {
+}  // namespace
+
+void launch_topk(const Common& c, const int32_t* local, void* stream) {
   auto s = DSA_STREAM_OR_CURRENT(stream);
-  if (c.counts) {
-    cudaError_t e = cudaMemsetAsync(c.counts, 0, c.T * sizeof(int32_t), s);
-    if (e != cudaSuccess) return e;
-  }
+  zero_counts(c, s);
+  topk_kernel<<<blocks_for(c.T * c.K), 256, 0, s>>>(c, local);
+  cuda_launch::check_launch("sparse_index topk_kernel");
+}
+
+void launch_positions(const Common& c, const int32_t* positions, int mode, int ratio, void* stream) {
+  auto s = DSA_STREAM_OR_CURRENT(stream);
+  zero_counts(c, s);
   position_kernel<<<blocks_for(c.T * c.K), 256, 0, s>>>(c, positions, mode, ratio);
-  return cudaGetLastError();
+  cuda_launch::check_launch("sparse_index position_kernel");
 }
 
 }  // namespace dsa::ops::sparse_index_cuda

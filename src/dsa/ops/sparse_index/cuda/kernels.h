@@ -1,5 +1,5 @@
 // POD interface of the index-conversion kernels (kept free of engine headers: nvcc compiles
-// only this and kernels.cu; launch.cpp does the checks).
+// only this and kernels.cu; launch.cpp packs the arguments).
 #pragma once
 #include <cstdint>
 
@@ -15,8 +15,8 @@ struct Common {
   int64_t T, K;
 };
 
-// Return cudaError_t values as int. mode 0: HCA visible entries (ratio), 1: sliding window of K.
-int launch_topk(const Common& c, const int32_t* local, void* stream);
-int launch_positions(const Common& c, const int32_t* positions, int mode, int ratio, void* stream);
+// Throw dsa::Error when a launch fails. mode 0: HCA visible entries (ratio), 1: sliding window of K.
+void launch_topk(const Common& c, const int32_t* local, void* stream);
+void launch_positions(const Common& c, const int32_t* positions, int mode, int ratio, void* stream);
 
 }  // namespace dsa::ops::sparse_index_cuda

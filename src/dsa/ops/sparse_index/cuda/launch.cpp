@@ -1,8 +1,6 @@
-// Host side of the CUDA index conversions: argument packing and error checks.
+// Host side of the CUDA index conversions: argument packing.
 #ifdef DSA_WITH_CUDA
-#include <cuda_runtime.h>
-
-#include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/ops/sparse_index/cuda/kernels.h"
 #include "dsa/ops/sparse_index/sparse_index.h"
 
@@ -27,21 +25,20 @@ Common make_common(const Tensor& token_req, const BlockTable& b, const Tensor& s
 }  // namespace
 
 void topk_to_slots(const TopkToSlotsParams& p) {
-  DSA_CUDA_CHECK(cudaSetDevice(p.local.device().index));
-  DSA_CUDA_CHECK(static_cast<cudaError_t>(
-      launch_topk(make_common(p.token_req, p.blocks, p.slots, p.valid_counts), p.local.data<int32_t>(), p.stream)));
+  cuda_launch::set_device(p.local.device().index);
+  launch_topk(make_common(p.token_req, p.blocks, p.slots, p.valid_counts), p.local.data<int32_t>(), p.stream);
 }
 
 void hca_slots(const PositionSlotsParams& p, int ratio) {
-  DSA_CUDA_CHECK(cudaSetDevice(p.positions.device().index));
-  DSA_CUDA_CHECK(static_cast<cudaError_t>(launch_positions(make_common(p.token_req, p.blocks, p.slots, p.valid_counts),
-                                                           p.positions.data<int32_t>(), 0, ratio, p.stream)));
+  cuda_launch::set_device(p.positions.device().index);
+  launch_positions(make_common(p.token_req, p.blocks, p.slots, p.valid_counts), p.positions.data<int32_t>(), 0, ratio,
+                   p.stream);
 }
 
 void swa_slots(const PositionSlotsParams& p) {
-  DSA_CUDA_CHECK(cudaSetDevice(p.positions.device().index));
-  DSA_CUDA_CHECK(static_cast<cudaError_t>(launch_positions(make_common(p.token_req, p.blocks, p.slots, p.valid_counts),
-                                                           p.positions.data<int32_t>(), 1, 0, p.stream)));
+  cuda_launch::set_device(p.positions.device().index);
+  launch_positions(make_common(p.token_req, p.blocks, p.slots, p.valid_counts), p.positions.data<int32_t>(), 1, 0,
+                   p.stream);
 }
 
 }  // namespace dsa::ops::sparse_index_cuda

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_launch.h"
 #include "dsa/core/cuda_stream.h"
 #include "dsa/core/stream_scratch.h"
 #include "dsa/core/device.h"
@@ -109,10 +110,10 @@ void launch(const SparseMlaParams& p, const SparseMlaTactic& t) {
     launch_decode_ds_mla(a, t.heads_per_cta, p.stream);
   else
     launch_decode_model1(a, t.heads_per_cta, p.stream);
-  DSA_CUDA_CHECK_LAUNCH();
+  cuda_launch::check_launch("sparse_mla decode kernel");
   if (t.splits > 1) {
     launch_combine(a.o_part, a.lse_part, a.sink, a.T, a.H, t.splits, a.o, a.lse, p.stream);
-    DSA_CUDA_CHECK_LAUNCH();
+    cuda_launch::check_launch("sparse_mla combine kernel");
   }
 }
 
