@@ -3,6 +3,7 @@
 // a batch of two requests through prefill and decode steps (across the CSA / HCA compression
 // boundaries); every rank returns the same bits; configs that cannot be sharded are refused
 // naming the field and its value.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -74,9 +75,21 @@ void expect_v4_tp_matches(int tp, Device dev = Device::cpu()) {
     // through 4 layers and the mHC mixing of 4 streams (measured on the CPU: 0.049-0.064 at max
     // |logit| 3.0-3.8, 1.3-2.1 %, TP = 2 and 4 alike; GLM's 1.4-2.0 %).
     EXPECT_LE(diff, 0.03f * std::max(1.f, scale)) << "step " << step;
-    for (int64_t r = 0; r < 2; ++r)
-      EXPECT_EQ(argmax_token(got[step].data<float>() + r * V, V), argmax_token(ref[step].data<float>() + r * V, V))
-          << "step " << step << " request " << r;
+    // The same greedy token wherever the reference's top-2 margin exceeds twice the difference
+    // (closer pairs may swap: on the H200 two near-ties of the reference flipped at 0.06, within
+    // the bound above, where the CPU run kept them).
+    for (int64_t r = 0; r < 2; ++r) {
+      const float* row = ref[step].data<float>() + r * V;
+      const int32_t best = argmax_token(row, V);
+      float second = -INFINITY;
+      for (int64_t v = 0; v < V; ++v)
+        if (v != best) second = std::max(second, row[v]);
+      if (row[best] - second > 2 * diff)
+        EXPECT_EQ(argmax_token(got[step].data<float>() + r * V, V), best) << "step " << step << " request " << r;
+      else
+        std::printf("tp %d step %zu request %lld: near tie (margin %.4f), token not compared\n", tp, step,
+                    static_cast<long long>(r), row[best] - second);
+    }
   }
   // The all-reduces leave every rank's residual streams with the same bits: same logits.
   const Tensor first = copy_of(tps.rank_logits()[0]);
