@@ -56,11 +56,7 @@ void expect_tp_matches(int tp, bool fp8, Device dev = Device::cpu()) {
   // the full sum once): a few bf16 ulps of the block outputs, through 4 layers (measured
   // 0.050-0.066 at max |logit| 3.2-4.0: 1.4-2.0 % where the bound allows 2 %).
   test::expect_logits_close(got, ref, V, 0.02f, tp);
-  // The all-reduces leave every rank's residual stream with the same bits: same logits.
-  const Tensor first = copy_of(tps.rank_logits()[0]);
-  for (int r = 1; r < tp; ++r)
-    EXPECT_EQ(std::memcmp(first.raw(), copy_of(tps.rank_logits()[static_cast<size_t>(r)]).raw(), first.nbytes()), 0)
-        << "rank " << r;
+  test::expect_ranks_agree(tps, tp);
   // Two all-reduces per layer of bf16 [T][hidden]: 4 layers x 2 x T x 256 x 2 bytes per step.
   const uint64_t tokens = prompts[0].size() + prompts[1].size() + 2 * next.size();
   EXPECT_EQ(tps.collective_bytes(0), tokens * 4 * 2 * 256 * 2);

@@ -61,11 +61,7 @@ void expect_v4_tp_matches(int tp, Device dev = Device::cpu()) {
   // through 4 layers and the mHC mixing of 4 streams (measured on the CPU: 0.049-0.064 at max
   // |logit| 3.0-3.8, 1.3-2.1 %, TP = 2 and 4 alike; GLM's 1.4-2.0 %; the H200 0.047-0.066).
   test::expect_logits_close(got, ref, V, 0.03f, tp);
-  // The all-reduces leave every rank's residual streams with the same bits: same logits.
-  const Tensor first = copy_of(tps.rank_logits()[0]);
-  for (int r = 1; r < tp; ++r)
-    EXPECT_EQ(std::memcmp(first.raw(), copy_of(tps.rank_logits()[static_cast<size_t>(r)]).raw(), first.nbytes()), 0)
-        << "rank " << r;
+  test::expect_ranks_agree(tps, tp);
   // Two all-reduces per layer (attention, MoE) of bf16 [T][hidden].
   const uint64_t tokens = prompts[0].size() + prompts[1].size() + 2 * next.size();
   EXPECT_EQ(tps.collective_bytes(0), tokens * static_cast<uint64_t>(layers) * 2 * static_cast<uint64_t>(hidden) * 2);

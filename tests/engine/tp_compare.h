@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -101,6 +102,16 @@ inline void expect_logits_close(const std::vector<Tensor>& got, const std::vecto
                     static_cast<long long>(r), row[best] - second);
     }
   }
+}
+
+// The all-reduces leave every rank's residual streams with the same bits: every rank's logits
+// of the last step equal rank 0's byte for byte (S: a TensorParallelSession).
+template <typename S>
+void expect_ranks_agree(S& tps, int tp) {
+  const Tensor first = copy_of(tps.rank_logits()[0]);
+  for (int r = 1; r < tp; ++r)
+    EXPECT_EQ(std::memcmp(first.raw(), copy_of(tps.rank_logits()[static_cast<size_t>(r)]).raw(), first.nbytes()), 0)
+        << "rank " << r;
 }
 
 }  // namespace dsa::engine::test
