@@ -28,7 +28,6 @@ namespace dsa::engine {
 namespace {
 
 using ::dsa::test::error_of;
-using test::copy_of;
 using test::drive;
 using test::max_abs;
 using test::max_diff;
