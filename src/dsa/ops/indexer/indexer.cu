@@ -23,6 +23,7 @@
 
 #include "dsa/ops/common/block_select.cuh"
 #include "dsa/ops/indexer/indexer_cuda.h"
+#include "dsa/ops/indexer/visible_entries.cuh"
 #include "dsa/ops/norm/cuda_elem.cuh"
 #include "dsa/core/cuda_launch.h"
 #include "dsa/core/cuda_stream.h"
@@ -34,13 +35,6 @@ constexpr int kScoreWarps = 8;
 constexpr int kScoreTile = 64;  // entries per CTA
 constexpr int kMaxKeyRegs = kIndexerMaxHeadDim / 32;
 constexpr int kSelectThreads = 1024;
-
-__device__ __forceinline__ int64_t visible_entries(const void* positions, bool i64, int64_t t, int64_t ratio,
-                                                   int64_t N) {
-  const int64_t pos = i64 ? static_cast<const int64_t*>(positions)[t] : static_cast<const int32_t*>(positions)[t];
-  int64_t v = (pos + 1) / ratio;
-  return v < 0 ? 0 : (v > N ? N : v);
-}
 
 __global__ void score_kernel(IndexerScoreArgs a) {
   extern __shared__ float smem[];  // q [H*D], then w [H]

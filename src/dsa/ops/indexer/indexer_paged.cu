@@ -24,6 +24,7 @@
 #include "dsa/formats/kv_layout.h"
 #include "dsa/formats/quant_math.h"
 #include "dsa/ops/indexer/indexer_cuda.h"
+#include "dsa/ops/indexer/visible_entries.cuh"
 #include "dsa/ops/norm/cuda_elem.cuh"
 #include "dsa/core/cuda_launch.h"
 
@@ -118,10 +119,7 @@ __global__ void __launch_bounds__(kWarps * 32) paged_score_kernel(const __grid_c
   float* scale_s = red + kWarps * kTile;        // [kTile], 0 = no key
   uint8_t* keys_s = reinterpret_cast<uint8_t*>(scale_s + kTile);  // [kTile][kKeyStride] (16-byte aligned)
   const int64_t t = blockIdx.x;
-  const int64_t pos = a.positions_i64 ? static_cast<const int64_t*>(a.positions)[t]
-                                      : static_cast<const int32_t*>(a.positions)[t];
-  int64_t visible = (pos + 1) / a.ratio;
-  visible = visible < 0 ? 0 : (visible > a.N ? a.N : visible);
+  const int64_t visible = visible_entries(a.positions, a.positions_i64, t, a.ratio, a.N);
   const int32_t r = a.token_req[t];
   const bool row_ok = r >= 0 && r < a.num_requests;
   const int64_t first = static_cast<int64_t>(blockIdx.y) * a.tiles_per_cta;

@@ -25,6 +25,7 @@
 #include "dsa/core/cuda_stream.h"
 #include "dsa/ops/common/block_select.cuh"
 #include "dsa/ops/indexer/indexer_cuda.h"
+#include "dsa/ops/indexer/visible_entries.cuh"
 
 namespace dsa::ops::cuda {
 namespace {
@@ -34,19 +35,12 @@ constexpr int kSegment = 2048;  // entries per CTA: 8 per thread, 64 CTAs for a 
 constexpr int kBins = kIndexerWideBins;
 constexpr int kBinsPerThread = kBins / kThreads;
 
-__device__ __forceinline__ int64_t visible_of(const TopkSelectArgs& a, int64_t t) {
-  const int64_t pos = a.positions_i64 ? static_cast<const int64_t*>(a.positions)[t]
-                                      : static_cast<const int32_t*>(a.positions)[t];
-  const int64_t v = (pos + 1) / a.ratio;
-  return v < 0 ? 0 : (v > a.N ? a.N : v);
-}
-
 __device__ __forceinline__ uint32_t digit_of(float v) { return ordered_bits(v) >> (32 - kIndexerWideDigitBits); }
 
 __global__ void __launch_bounds__(kThreads) wide_hist_kernel(const __grid_constant__ TopkSelectArgs a) {
   __shared__ uint32_t hist[kBins];
   const int64_t t = blockIdx.x;
-  const int64_t visible = visible_of(a, t);
+  const int64_t visible = visible_entries(a.positions, a.positions_i64, t, a.ratio, a.N);
   const int64_t e0 = static_cast<int64_t>(blockIdx.y) * kSegment;
   if (visible <= a.topk || e0 >= visible) return;  // uniform over the CTA
   for (int i = threadIdx.x; i < kBins; i += kThreads) hist[i] = 0;
@@ -74,7 +68,7 @@ __global__ void __launch_bounds__(kThreads) wide_compact_kernel(const __grid_con
   __shared__ uint32_t warp_sum[kThreads / 32];
   __shared__ uint32_t cut_s;
   const int64_t t = blockIdx.x;
-  const int64_t visible = visible_of(a, t);
+  const int64_t visible = visible_entries(a.positions, a.positions_i64, t, a.ratio, a.N);
   const int64_t e0 = static_cast<int64_t>(blockIdx.y) * kSegment;
   if (visible <= a.topk || e0 >= visible) return;
   uint32_t* g = a.wide_hist + t * (kBins + 1);
