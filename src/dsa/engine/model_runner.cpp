@@ -13,6 +13,7 @@
 #include "dsa/core/log.h"
 #include "dsa/core/trace.h"
 #ifdef DSA_WITH_CUDA
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include "dsa/core/cuda_check.h"
@@ -28,6 +29,21 @@ namespace {
 constexpr size_t kAlign = 16;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 constexpr size_t kInitialArena = 64u << 20;  // grows to the largest step's need
+
+// DSA_PROFILE_DECODE_STEP=K: the K-th decode-only step of the process (0-based, every request one
+// token) runs between cudaProfilerStart and cudaProfilerStop, so that `ncu --profile-from-start
+// off` records exactly one step and none of the tuning, warm-up or prefill kernels around it.
+int64_t profile_decode_step() {
+  static const int64_t k = [] {
+    const char* v = std::getenv("DSA_PROFILE_DECODE_STEP");
+    if (v == nullptr || *v == '\0') return int64_t{-1};
+    char* end = nullptr;
+    const long long n = std::strtoll(v, &end, 10);
+    DSA_CHECK(end != v && *end == '\0' && n >= 0, "DSA_PROFILE_DECODE_STEP must be a step index >= 0, got '{}'", v);
+    return static_cast<int64_t>(n);
+  }();
+  return k;
+}
 
 // The words of a step's shape, on every device: the host-side sizes the forward reads and the
 // shape and dtype of every uploaded tensor (which also fixes their offsets in the upload twin).
@@ -347,6 +363,12 @@ StepResult ModelRunner::execute(kv::BatchMetadata& meta, const std::vector<RowRe
   profile_ = StepProfile{};
 #ifdef DSA_WITH_CUDA
   cudaStream_t s = DSA_CURRENT_STREAM;
+  bool profiled = false;
+  if (dev.is_cuda() && profile_decode_step() >= 0 && meta.num_tokens() == meta.num_requests()) {
+    static int64_t decode_steps = 0;
+    profiled = decode_steps++ == profile_decode_step();
+    if (profiled) DSA_CUDA_CHECK(cudaProfilerStart());
+  }
   if (timed) {
     if (!events_) events_ = std::make_unique<Events>();
     events_->used = 0;
@@ -389,6 +411,7 @@ StepResult ModelRunner::execute(kv::BatchMetadata& meta, const std::vector<RowRe
     }
   }
   if (timed) DSA_CUDA_CHECK(cudaEventRecord(events_->end, s));
+  if (profiled) DSA_CUDA_CHECK(cudaProfilerStop());
 #else
   compute();
 #endif
