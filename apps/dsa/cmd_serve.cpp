@@ -51,9 +51,9 @@
 #include "dsa/engine/engine.h"
 #include "dsa/model/causal_lm.h"
 #include "dsa/server/server.h"
-#include "model_load.h"
 #endif
 #include "dsa/chat/prompt_format.h"
+#include "model_load.h"  // LoadFormatArgs: the options exist in every build (serve then fails clearly)
 #include "reply_decoder.h"
 
 namespace dsa::cli {
