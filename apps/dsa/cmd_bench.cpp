@@ -53,7 +53,7 @@ const bool registered = add_command([](CLI::App& app) {
                       "rates 0.6-0.9 (every draft accepted: a benchmark mode of the engine; the model needs its MTP "
                       "layer)");
       sub->add_option("--tensor-parallel-size", opts->tensor_parallel,
-                      "Ranks the model is sharded over (GLM-5.1; threads of this process; CUDA graphs off)")
+                      "Ranks the model is sharded over (GLM-5.1 or DeepSeek-V4; threads of this process; CUDA graphs off)")
           ->capture_default_str();
     }
     auto fn = e.fn;

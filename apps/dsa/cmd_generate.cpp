@@ -242,7 +242,7 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--top-p", a->top_p, "Nucleus sampling: the smallest set of tokens with this much probability (1: all)");
   cmd->add_option("--seed", a->seed, "Sampling seed (default: random)");
   cmd->add_option("--tensor-parallel-size", a->tensor_parallel,
-                  "Ranks the model is sharded over (GLM-5.1; threads of this process, rank r on device --device + r "
+                  "Ranks the model is sharded over (GLM-5.1 or DeepSeek-V4; threads of this process, rank r on device --device + r "
                   "when there are that many, else all on --device)")
       ->capture_default_str();
   cmd->callback([a] { run(*a); });

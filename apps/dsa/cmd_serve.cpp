@@ -304,7 +304,7 @@ const bool registered = add_command([](CLI::App& app) {
                   "request); greedy requests accept by argmax match either way")
       ->capture_default_str();
   cmd->add_option("--tensor-parallel-size", a->tensor_parallel,
-                  "Ranks the model is sharded over (GLM-5.1; threads of this process, rank r on device --device + r "
+                  "Ranks the model is sharded over (GLM-5.1 or DeepSeek-V4; threads of this process, rank r on device --device + r "
                   "when there are that many, else all on --device)")
       ->capture_default_str();
   cmd->add_option("--max-num-seqs,--max-running", a->max_running, "Engine limit: sequences running at once")

@@ -440,7 +440,7 @@ std::vector<Row> run(const Options& o) {
   if (copy_gbs > 0) std::printf("measured copy bandwidth %.0f GB/s (read + write)\n", copy_gbs);
   // Every engine step emits up to N + 1 tokens per request: room for all of them, so that no
   // draft is cut by max_tokens or the context until the shape is done.
-  const int64_t per_step = nmax + 1, steps = warm + timed + 4;
+  const int64_t per_step = nmax + 1, steps = warm + 6 + timed + 4;  // 6: the graph warm-up below
   // A context at the model's limit (--context 1M on a 1048576-position model) leaves room for
   // the decode steps: the prompt is cut by what they add.
   const int64_t room = (steps + 4) * per_step;
@@ -534,6 +534,13 @@ std::vector<Row> run(const Options& o) {
     while (std::any_of(decoding.begin(), decoding.end(), [](const auto& kv) { return !kv.second; })) step();
     const double prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
     for (int i = 0; i < warm; ++i) step();
+    // With graphs, warm up until a step replays: a batch's first decode steps grow the step arena
+    // (an eager step under moved memory is not marked seen), then capture; neither is steady state.
+    for (int i = 0; shape.graphs && dev.is_cuda() && i < 6; ++i) {
+      const std::vector<engine::StepProfile>& log = eng.runner().profile_log();
+      if (!log.empty() && log.front().graph == engine::StepProfile::Graph::Replayed) break;
+      step();
+    }
     int64_t nodes = -1;
     std::string capture_error;
     if (dev.is_cuda()) {
@@ -548,6 +555,8 @@ std::vector<Row> run(const Options& o) {
     std::vector<double> wall_ms;
     double emitted_sum = 0;
     const uint64_t bytes0 = tp ? eng.tensor_parallel()->collective_bytes(0) : 0;
+    const engine::StepGraphStats g0 =
+        eng.runner().graphs() ? eng.runner().graphs()->stats() : engine::StepGraphStats{};
     for (int i = 0; i < timed; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       step();
@@ -591,6 +600,14 @@ std::vector<Row> run(const Options& o) {
       s.extra["launches"] = nodes;
       if (!capture_error.empty()) s.extra["capture_error"] = capture_error;
       if (shape.graphs) s.extra["replayed"] = fmt::format("{}/{}", target.replayed, timed);
+      if (shape.graphs && eng.runner().graphs()) {
+        // Why a timed step did not replay: captured (its key was seen once before), eager (first
+        // sight) or a capture dropped (memory moved during it); the bench's timed steps should all replay.
+        const engine::StepGraphStats& g1 = eng.runner().graphs()->stats();
+        s.extra["graph_capt_eager_drop"] =
+            fmt::format("{}/{}/{}", g1.captures - g0.captures, g1.eager - g0.eager, g1.dropped - g0.dropped);
+        if (!g1.last_capture_error.empty()) s.extra["graph_error"] = g1.last_capture_error;
+      }
       if (tp) {
         s.extra["tp"] = loaded.tp_size();
         s.extra["allreduce_KB"] = static_cast<double>(step_bytes) / 1024;  // rank 0's payload per step
