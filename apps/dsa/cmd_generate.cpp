@@ -55,6 +55,7 @@ struct Args {
   int64_t top_k = 0;
   std::optional<uint64_t> seed;
   int tensor_parallel = 1;         // ranks (docs/parallelism.md)
+  DistArgs dist;                   // --nnodes: one rank per process
   LoadFormatArgs load;             // --load-format, --layers
 };
 
@@ -138,7 +139,8 @@ void run(const Args& a) {
             "generate: --show-top runs one model without the engine; it does not take --tensor-parallel-size {}",
             a.tensor_parallel);
   LoadedModel m = load_model(a.model, dev, a.tensor_parallel, {.mtp = a.speculative_tokens > 0, .weights = source},
-                             a.speculative_tokens);
+                             a.speculative_tokens, a.dist);
+  if (m.follower()) return m.serve_rank_steps();  // rank 0's process generates
   model::CausalLM* lm = &m.lm();
   const double load_s = std::chrono::duration<double>(clock::now() - t0).count();
   if (a.show_top > 0) {
@@ -243,8 +245,9 @@ const bool registered = add_command([](CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Sampling seed (default: random)");
   cmd->add_option("--tensor-parallel-size", a->tensor_parallel,
                   "Ranks the model is sharded over (GLM-5.1 or DeepSeek-V4; threads of this process, rank r on device --device + r "
-                  "when there are that many, else all on --device)")
+                  "when there are that many, else all on --device; or one per process with --nnodes)")
       ->capture_default_str();
+  add_dist_options(cmd, a->dist);
   cmd->callback([a] { run(*a); });
 });
 

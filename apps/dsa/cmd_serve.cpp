@@ -65,6 +65,7 @@ struct Args {
   int speculative_tokens = 0;  // MTP drafts per step (docs/speculative-decoding.md)
   std::string speculative_acceptance = "rejection";  // how sampled drafts are verified
   int tensor_parallel = 1;     // ranks (docs/parallelism.md)
+  DistArgs dist;               // --nnodes: one rank per process
   int64_t max_step_tokens = 512, max_prefill_chunk = 0, max_model_len = 0;
   bool tune = true, enforce_eager = false;
   int64_t max_graph_batch = 0;
@@ -219,8 +220,9 @@ void run(const Args& args) {
   std::shared_ptr<const chat::PromptFormat> format;  // before the weights: a broken template fails fast
   if (tok) format = chat::load_prompt_format(a.model, std::string(model::arch_name(config.arch)),
                                              a.chat_template);
-  LoadedModel loaded =
-      load_model(a.model, dev, a.tensor_parallel, {.mtp = a.speculative_tokens > 0, .weights = source}, a.speculative_tokens);
+  LoadedModel loaded = load_model(a.model, dev, a.tensor_parallel, {.mtp = a.speculative_tokens > 0, .weights = source},
+                                  a.speculative_tokens, a.dist);
+  if (loaded.follower()) return loaded.serve_rank_steps();  // rank 0's process serves HTTP
   model::CausalLM* lm = &loaded.lm();
   if (tok && tok->vocab_size() > lm->config().vocab_size)
     log_warn("the tokenizer has {} ids, the model's vocabulary {}: prompts using the ids above are refused (400)",
@@ -305,8 +307,9 @@ const bool registered = add_command([](CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--tensor-parallel-size", a->tensor_parallel,
                   "Ranks the model is sharded over (GLM-5.1 or DeepSeek-V4; threads of this process, rank r on device --device + r "
-                  "when there are that many, else all on --device)")
+                  "when there are that many, else all on --device; or one per process with --nnodes)")
       ->capture_default_str();
+  add_dist_options(cmd, a->dist);
   cmd->add_option("--max-num-seqs,--max-running", a->max_running, "Engine limit: sequences running at once")
       ->capture_default_str();
   cmd->add_option("--max-num-batched-tokens,--max-step-tokens", a->max_step_tokens, "Engine limit: tokens of one forward")

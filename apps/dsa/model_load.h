@@ -25,11 +25,29 @@ struct LoadFormatArgs {
 };
 void add_load_format_options(CLI::App* cmd, LoadFormatArgs& a);
 
+// Several processes (--nnodes N, one tensor-parallel rank each, on one machine or several):
+// --node-rank R says which, --dist-init-addr HOST:PORT where rank 0 listens (parallel/tcp_group.h;
+// the others connect there). Every process is started with the same command line apart from
+// --node-rank; rank 0 runs the command (its scheduler, tokenizer and server), the others serve its
+// steps (engine/tp_follower.h).
+struct DistArgs {
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string init_addr;
+  int timeout_s = 600;  // start-up and per-collective bound
+};
+void add_dist_options(CLI::App* cmd, DistArgs& a);
+
 struct LoadedModel {
   std::unique_ptr<model::CausalLM> whole;
   std::unique_ptr<engine::TensorParallelModels> tp;  // size > 1
-  model::CausalLM& lm() { return tp ? tp->model(0) : *whole; }  // rank 0's: its config and device
+  // This process's model: the whole one, or its rank's shard (rank 0's, but for a process of a
+  // rank above 0 under --nnodes): its config and device.
+  model::CausalLM& lm() { return tp ? tp->model(tp->first_local_rank()) : *whole; }
   int tp_size() const { return tp ? tp->size() : 1; }
+  // A process of --nnodes that is not rank 0: it runs serve_rank_steps() instead of the command.
+  bool follower() const { return tp && tp->first_local_rank() > 0; }
+  void serve_rank_steps();
   std::unique_ptr<engine::Engine> engine(const engine::EngineOptions& eo) {
     return tp ? std::make_unique<engine::Engine>(*tp, eo) : std::make_unique<engine::Engine>(*whole, eo);
   }
@@ -38,6 +56,6 @@ struct LoadedModel {
 // Checks --tensor-parallel-size against config.json (or the built-in config of a dummy load) (and against --speculative-tokens, which the
 // sharded model cannot run yet) before any weight loads, then loads.
 LoadedModel load_model(const std::string& dir, Device dev, int tp_size, const model::LoadModelOptions& lo,
-                       int speculative_tokens = 0);
+                       int speculative_tokens = 0, const DistArgs& dist = {});
 
 }  // namespace dsa::cli

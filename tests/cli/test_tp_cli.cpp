@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 
 #include "common/cli_run.h"
 #include "dsa/model/checkpoint_tiny.h"
+#include "dsa/parallel/tcp_socket.h"
 
 namespace dsa::test {
 namespace {
@@ -180,6 +182,65 @@ TEST(TensorParallelCli, BadSizesAreCleanErrors) {
   expect_clean_error(run_dsa("serve --model " + dirs().v4 + " --port 0 --no-tokenizer --tensor-parallel-size 4"),
                      "tensor parallel size (--tensor-parallel-size) 4 does not divide o_groups (2)");
 #endif
+}
+
+// A free loopback port (bound and released: another process could take it in between, which the
+// test would then report as a failed start-up, not a wrong result).
+int free_port() {
+  parallel::TcpListener l({"127.0.0.1", 0});
+  return l.port();
+}
+
+// --nnodes 2: two `dsa generate` processes, one rank each, joined over loopback, give the ids of
+// the in-process --tensor-parallel-size 2 run exactly (both sum the ranks' partials in f32 in
+// rank order); the process of rank 1 says how many steps it served.
+TEST(TensorParallelCli, GenerateOverTwoProcesses) {
+  DSA_REQUIRE_DSA_BINARY();
+  const std::string gen = "generate --model " + dirs().glm + " --prompt-ids 5,9,2,7,11,3 --max-tokens 6";
+  const CliResult threads = run_dsa(gen + " --tensor-parallel-size 2");
+  ASSERT_EQ(threads.rc, 0) << threads.out;
+  const std::string dist = gen + " --tensor-parallel-size 2 --nnodes 2 --dist-timeout 120 --dist-init-addr 127.0.0.1:" +
+                           std::to_string(free_port()) + " --node-rank ";
+  CliResult follower;
+  std::thread t([&] { follower = run_dsa(dist + "1"); });
+  const CliResult lead = run_dsa(dist + "0");
+  t.join();
+  ASSERT_EQ(lead.rc, 0) << lead.out << follower.out;
+  ASSERT_EQ(follower.rc, 0) << follower.out;
+  EXPECT_EQ(ids_of(lead.out), ids_of(threads.out)) << lead.out << threads.out;
+  EXPECT_EQ(ids_of(lead.out).size(), 6u) << lead.out;
+  EXPECT_HAS(follower.out, "rank 1 of 2: rank 0 stopped the group after");
+  EXPECT_TRUE(ids_of(follower.out).empty()) << follower.out;
+}
+
+TEST(TensorParallelCli, BadProcessSetUpsAreCleanErrors) {
+  DSA_REQUIRE_DSA_BINARY();
+  const std::string gen = "generate --model " + dirs().glm + " --prompt-ids 2,3,4 --max-tokens 2";
+  expect_clean_error(run_dsa(gen + " --nnodes 2 --dist-init-addr 127.0.0.1:1"),
+                     "--nnodes 2 runs one tensor-parallel rank per process: --tensor-parallel-size must equal it (got 1)");
+  expect_clean_error(run_dsa(gen + " --tensor-parallel-size 2 --nnodes 2 --node-rank 2 --dist-init-addr 127.0.0.1:1"),
+                     "--node-rank 2 is outside 0..1 (--nnodes 2)");
+  expect_clean_error(run_dsa(gen + " --tensor-parallel-size 2 --nnodes 2"),
+                     "--nnodes 2 needs --dist-init-addr HOST:PORT");
+  expect_clean_error(run_dsa(gen + " --tensor-parallel-size 2 --nnodes 2 --dist-init-addr localhost"),
+                     "--dist-init-addr 'localhost' must be HOST:PORT");
+  expect_clean_error(run_dsa(gen + " --node-rank 1"), "--node-rank / --dist-init-addr need --nnodes above 1");
+  // A rank 1 whose rank 0 never comes: a bounded wait, then an error naming the address.
+  expect_clean_error(run_dsa(gen + " --tensor-parallel-size 2 --nnodes 2 --node-rank 1 --dist-timeout 1 "
+                                   "--dist-init-addr 127.0.0.1:" + std::to_string(free_port())),
+                     "could not connect to 127.0.0.1:");
+  // Rank 1 started for another model than rank 0: refused on both, naming the field.
+  const std::string addr = " --dist-timeout 60 --dist-init-addr 127.0.0.1:" + std::to_string(free_port());
+  CliResult other;
+  std::thread t([&] {
+    other = run_dsa("generate --model " + dirs().v4_tp + " --prompt-ids 2,3,4 --max-tokens 2 --tensor-parallel-size 2 "
+                    "--nnodes 2 --node-rank 1" + addr);
+  });
+  const CliResult lead = run_dsa(gen + " --tensor-parallel-size 2 --nnodes 2 --node-rank 0" + addr);
+  t.join();
+  expect_clean_error(lead, "tensor-parallel start-up refused: rank 1 does not match rank 0");
+  EXPECT_HAS(lead.out, "arch: 'glm_moe_dsa' vs 'deepseek_v4'");
+  expect_clean_error(other, "tensor-parallel start-up refused by rank 0: rank 1 does not match rank 0");
 }
 
 }  // namespace

@@ -35,40 +35,74 @@ std::vector<Device> tp_rank_devices(Device base, int size) {
   return d;
 }
 
+namespace {
+std::unique_ptr<model::CausalLM> load_rank(const std::string& dir, Device dev, model::ShardGroup* shards,
+                                           const TpLoadOptions& opt) {
+  model::LoadModelOptions lo;
+  lo.progress = false;
+  lo.shards = shards;
+  lo.weights = opt.weights;
+  return model::load_causal_lm(dir, dev, lo);
+}
+}  // namespace
+
 TensorParallelModels::TensorParallelModels(const std::string& dir, int size, const std::vector<Device>& devices,
                                            const TpLoadOptions& opt)
-    : group_(std::max(size, 1), opt.group), threads_(std::make_unique<parallel::RankThreads>(group_)) {
+    : group_(std::make_unique<parallel::InProcessGroup>(std::max(size, 1), opt.group)),
+      threads_(std::make_unique<parallel::RankThreads>(*group_)) {
   check_tensor_parallel_size(model::model_config_for_load(dir, opt.weights.format, opt.weights.layers), size);
   DSA_CHECK(devices.size() == 1 || devices.size() == static_cast<size_t>(size),
             "tensor parallel: {} devices for {} ranks (give one, or one per rank)", devices.size(), size);
   ranks_.resize(static_cast<size_t>(size));
   run([&](int r) {
     Rank& k = ranks_[static_cast<size_t>(r)];
-    k.shards = std::make_unique<CommunicatorShards>(group_.rank(r));
-    model::LoadModelOptions lo;
-    lo.progress = false;
-    lo.shards = k.shards.get();
-    lo.weights = opt.weights;
-    k.lm = model::load_causal_lm(dir, devices.size() == 1 ? devices[0] : devices[static_cast<size_t>(r)], lo);
+    k.shards = std::make_unique<CommunicatorShards>(group_->rank(r));
+    k.lm = load_rank(dir, devices.size() == 1 ? devices[0] : devices[static_cast<size_t>(r)], k.shards.get(), opt);
   });
+}
+
+TensorParallelModels::TensorParallelModels(std::unique_ptr<parallel::Communicator> comm, const std::string& dir,
+                                           Device device, const TpLoadOptions& opt)
+    : comm_(std::move(comm)) {
+  DSA_CHECK(comm_ != nullptr, "tensor parallel: no communicator");
+  check_tensor_parallel_size(model::model_config_for_load(dir, opt.weights.format, opt.weights.layers), comm_->size());
+  ranks_.resize(static_cast<size_t>(comm_->size()));
+  Rank& k = ranks_[static_cast<size_t>(comm_->rank())];
+  k.shards = std::make_unique<CommunicatorShards>(*comm_);
+  k.lm = load_rank(dir, device, k.shards.get(), opt);
 }
 
 TensorParallelModels::~TensorParallelModels() = default;
 
+bool TensorParallelModels::is_local(int rank) const {
+  return rank >= 0 && rank < size() && ranks_[static_cast<size_t>(rank)].lm != nullptr;
+}
+
 model::CausalLM& TensorParallelModels::model(int rank) {
-  DSA_CHECK(rank >= 0 && rank < size(), "tensor parallel: rank {} of {}", rank, size());
+  DSA_CHECK(is_local(rank), "tensor parallel: rank {} of {} is not in this process", rank, size());
   return *ranks_[static_cast<size_t>(rank)].lm;
 }
 
 Device TensorParallelModels::device(int rank) const {
-  DSA_CHECK(rank >= 0 && rank < size(), "tensor parallel: rank {} of {}", rank, size());
+  DSA_CHECK(is_local(rank), "tensor parallel: rank {} of {} is not in this process", rank, size());
   return ranks_[static_cast<size_t>(rank)].lm->device();
 }
 
 void TensorParallelModels::run(const std::function<void(int rank)>& fn) {
+  if (comm_) return fn(comm_->rank());
   threads_->run([&](parallel::Communicator& c) { fn(c.rank()); });
 }
 
-uint64_t TensorParallelModels::collective_bytes(int rank) { return group_.rank(rank).collective_bytes(); }
+parallel::InProcessGroup& TensorParallelModels::group() {
+  DSA_CHECK(group_ != nullptr, "tensor parallel: a distributed group has no in-process group");
+  return *group_;
+}
+
+parallel::Communicator& TensorParallelModels::communicator(int rank) {
+  DSA_CHECK(is_local(rank), "tensor parallel: rank {} of {} is not in this process", rank, size());
+  return comm_ ? *comm_ : group_->rank(rank);
+}
+
+uint64_t TensorParallelModels::collective_bytes(int rank) { return communicator(rank).collective_bytes(); }
 
 }  // namespace dsa::engine

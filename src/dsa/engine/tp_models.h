@@ -4,6 +4,11 @@
 // TensorParallelSession (tp_session.h) runs. Every rank loads its shard on its own thread; a rank
 // that fails stops the others, and its error, naming the rank, is the constructor's. After a
 // failed collective the group stays stopped: every later run() fails at once with the cause.
+//
+// Distributed form (one rank per process, `--nnodes`): this process holds only its own rank's
+// shard, over a communicator joining the other processes (parallel/tcp_group.h); the other ranks
+// are remote (is_local false). Rank 0's process runs the engine (tp_ranks.h sends each step to
+// the others), every other process runs run_tp_follower (tp_follower.h).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -45,19 +50,27 @@ class TensorParallelModels {
   // devices: one per rank, or one for every rank.
   TensorParallelModels(const std::string& dir, int size, const std::vector<Device>& devices,
                        const TpLoadOptions& opt = {});
+  // Distributed: this process is rank comm->rank() of comm->size(), on `device`.
+  TensorParallelModels(std::unique_ptr<parallel::Communicator> comm, const std::string& dir, Device device,
+                       const TpLoadOptions& opt = {});
   ~TensorParallelModels();
   TensorParallelModels(const TensorParallelModels&) = delete;
   TensorParallelModels& operator=(const TensorParallelModels&) = delete;
 
   int size() const { return static_cast<int>(ranks_.size()); }
-  model::CausalLM& model(int rank);
-  Device device(int rank) const;
-  // Runs fn(rank) once per rank, each on its own persistent thread (rank 0 on the caller's), and
-  // waits for all; a rank that throws stops the others and its error is rethrown as "rank R of
-  // N: ..." (parallel::RankThreads).
+  bool distributed() const { return comm_ != nullptr; }
+  // Whether rank `rank`'s shard lives in this process (every rank, unless distributed).
+  bool is_local(int rank) const;
+  int first_local_rank() const { return comm_ ? comm_->rank() : 0; }
+  model::CausalLM& model(int rank);  // a local rank's
+  Device device(int rank) const;     // a local rank's
+  // Runs fn(rank) once per local rank, each on its own persistent thread (rank 0 on the
+  // caller's), and waits for all; a rank that throws stops the others and its error is rethrown
+  // as "rank R of N: ..." (parallel::RankThreads). Distributed: fn(own rank) on the caller.
   void run(const std::function<void(int rank)>& fn);
-  parallel::InProcessGroup& group() { return group_; }
-  // Payload bytes rank `rank` has passed to collectives so far.
+  parallel::InProcessGroup& group();               // not distributed
+  parallel::Communicator& communicator(int rank);  // a local rank's
+  // Payload bytes local rank `rank` has passed to collectives so far.
   uint64_t collective_bytes(int rank);
 
  private:
@@ -65,9 +78,10 @@ class TensorParallelModels {
     std::unique_ptr<CommunicatorShards> shards;
     std::unique_ptr<model::CausalLM> lm;
   };
-  parallel::InProcessGroup group_;
+  std::unique_ptr<parallel::InProcessGroup> group_;    // in-process form
   std::unique_ptr<parallel::RankThreads> threads_;
-  std::vector<Rank> ranks_;
+  std::unique_ptr<parallel::Communicator> comm_;       // distributed form
+  std::vector<Rank> ranks_;                            // [size]; only local ranks hold a model
 };
 
 }  // namespace dsa::engine

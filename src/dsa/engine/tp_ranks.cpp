@@ -3,11 +3,18 @@
 #include <fmt/format.h>
 
 #include "dsa/core/error.h"
+#include "dsa/core/log.h"
+#include "dsa/engine/tp_wire.h"
 
 namespace dsa::engine {
 
 KvBudget tp_kv_budget(TensorParallelModels& models, const KvMemoryOptions& o, int64_t max_step_tokens, int64_t hidden,
                       int64_t vocab) {
+  if (models.distributed()) {  // every process sizes from its own device; rank 0's options then rule
+    KvBudget b = kv_budget(models.device(models.first_local_rank()), o, max_step_tokens, hidden, vocab, 1);
+    b.how = fmt::format("rank 0 of {} processes: {}", models.size(), b.how);
+    return b;
+  }
   KvBudget best;
   for (int r = 0; r < models.size(); ++r) {
     int sharing = 0;
@@ -22,6 +29,20 @@ KvBudget tp_kv_budget(TensorParallelModels& models, const KvMemoryOptions& o, in
 TpRanks::TpRanks(TensorParallelModels& models, kv::KvManager& kv, ModelRunner& lead, kv::KvManagerOptions ko,
                  int64_t max_step_tokens, int max_running)
     : models_(models), kv_(kv), lead_(lead) {
+  if (models_.distributed()) {
+    DSA_CHECK(models_.first_local_rank() == 0, "tensor parallel: the engine runs on rank 0, this process is rank {}",
+              models_.first_local_rank());
+    lead.set_graphs(false);
+    parallel::Communicator& c = models_.communicator(0);
+    TpSetup setup{ko, max_step_tokens, max_running, kv_layout(kv_)};
+    std::string bytes = encode_tp_setup(setup);
+    send_command(c, TpCommand::Setup, &bytes);
+    const std::vector<int32_t> ok = gather_status(c, 0);
+    for (int r = 1; r < models_.size(); ++r)
+      DSA_CHECK(ok[static_cast<size_t>(r)] == 0,
+                "tensor parallel: rank {} could not set up KV pools of rank 0's layout (its log says why)", r);
+    return;
+  }
   for (int r = 1; r < models_.size(); ++r) {
     model::CausalLM& lm = models_.model(r);
     ko.device = lm.device();
@@ -45,7 +66,14 @@ TpRanks::TpRanks(TensorParallelModels& models, kv::KvManager& kv, ModelRunner& l
   lead_.set_graphs(false);
 }
 
-TpRanks::~TpRanks() = default;
+TpRanks::~TpRanks() {
+  if (!models_.distributed()) return;
+  try {  // the other processes leave their loop; a group that already stopped has nobody to tell
+    send_command(models_.communicator(0), TpCommand::Stop, nullptr);
+  } catch (const std::exception& e) {
+    log_warn("tensor parallel: could not tell the other ranks to stop: {}", e.what());
+  }
+}
 
 ModelRunner& TpRanks::runner(int rank) {
   DSA_CHECK(rank >= 0 && rank < size(), "tensor parallel: rank {} of {}", rank, size());
@@ -58,6 +86,11 @@ StepResult TpRanks::run(const kv::Batch& batch, const std::vector<RowRequest>& r
     DSA_CHECK(r.token >= 0 && r.token < batch.num_tokens(), "tensor parallel: row token {} outside the batch of {}",
               r.token, batch.num_tokens());
   const RankStep step{kv_.prepare(batch), rows};
+  if (models_.distributed()) {
+    StepResult res;
+    run_remote(step, res);
+    return res;
+  }
   std::vector<StepResult> res(static_cast<size_t>(size()));
   models_.run([&](int r) { res[static_cast<size_t>(r)] = runner(r).run_prepared(step.meta, step.rows); });
   for (int r = 1; r < size(); ++r) {
@@ -69,6 +102,20 @@ StepResult TpRanks::run(const kv::Batch& batch, const std::vector<RowRequest>& r
                 r, got[i], i, res[0].tokens[i]);
   }
   return std::move(res[0]);
+}
+
+void TpRanks::run_remote(const RankStep& step, StepResult& res) {
+  parallel::Communicator& c = models_.communicator(0);
+  std::string bytes = encode_rank_step(step);
+  send_command(c, TpCommand::Step, &bytes);
+  res = lead_.run_prepared(step.meta, step.rows);
+  const std::vector<std::vector<int32_t>> all = gather_tokens(c, res.tokens);
+  for (int r = 1; r < size(); ++r)
+    for (size_t i = 0; i < res.tokens.size(); ++i)
+      DSA_CHECK(all[static_cast<size_t>(r)][i] == res.tokens[i],
+                "tensor parallel: rank {} sampled token {} for row {} where rank 0 sampled {}: the ranks' forwards "
+                "diverged (their residual streams must stay bit-identical)",
+                r, all[static_cast<size_t>(r)][i], i, res.tokens[i]);
 }
 
 }  // namespace dsa::engine

@@ -9,9 +9,12 @@
 // residual stream identical), which run() checks, so ranks that diverged are an error, never
 // silent.
 //
-// In process the ranks are threads that read rank 0's RankStep; ranks in other processes (NCCL)
-// would receive it through one broadcast of its bytes (the metadata's contiguous host tensors,
-// BatchMetadata::tensors(), and the rows) before the same run_prepared.
+// In process the ranks are threads that read rank 0's RankStep. Ranks in other processes
+// (TensorParallelModels' distributed form) receive it as bytes (rank_step.h) through two
+// broadcasts per step (its length, then the bytes) before the same run_prepared, and an
+// all-gather of the sampled ids checks they agree; the processes first agree on the KV layout
+// (rank 0 sends its KvManagerOptions, each rank reports whether its pools came out the same), and
+// the destructor tells them to stop (tp_follower.h: the other side).
 // Not capturable as a CUDA graph: the in-process group stages its all-reduces through host
 // memory, so the engine runs tensor-parallel steps eagerly.
 #pragma once
@@ -21,16 +24,11 @@
 
 #include "dsa/engine/kv_sizing.h"
 #include "dsa/engine/model_runner.h"
+#include "dsa/engine/rank_step.h"
 #include "dsa/engine/tp_models.h"
 #include "dsa/kv/kv_manager.h"
 
 namespace dsa::engine {
-
-// What every rank needs to run one step, decided by rank 0.
-struct RankStep {
-  kv::BatchMetadata meta;        // host tensors, built by rank 0's KvManager::prepare
-  std::vector<RowRequest> rows;  // the rows to compute and sample
-};
 
 // One rank's KV budget: each rank's from its own device (ranks that share a device split it,
 // kv_sizing.h), the smallest over the ranks, since every rank's pools take the layout of the one
@@ -53,6 +51,7 @@ class TpRanks {
   uint64_t collective_bytes(int rank) { return models_.collective_bytes(rank); }
 
  private:
+  void run_remote(const RankStep& step, StepResult& res);
   struct Follower {
     std::unique_ptr<kv::KvManager> pools;  // layout and pools only: no request is ever added
     std::unique_ptr<ModelRunner> runner;

@@ -8,12 +8,21 @@
 // different collectives, shapes or dtypes that differ across ranks) throws dsa::Error naming the
 // collective, the ranks and their shapes on every rank, never a hang or silent garbage.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
+#include "dsa/core/error.h"
 #include "dsa/core/tensor.h"
 
 namespace dsa::parallel {
+
+// What a rank's collective throws when the group stopped (another rank failed, ranks disagree,
+// a timeout): run_ranks tells these apart from a rank's own failure.
+class GroupStopped : public Error {
+ public:
+  using Error::Error;
+};
 
 class Communicator {
  public:
@@ -31,6 +40,11 @@ class Communicator {
   // `bytes` bytes at data (the same count on every rank) become root's.
   virtual void broadcast_bytes(void* data, size_t bytes, int root) = 0;
   virtual void barrier() = 0;
+  // How long a rank waits for the others in one collective before the group stops (where the
+  // implementation bounds waits; in-process: fixed at creation, NCCL: none). A rank that idles
+  // until the next step arrives raises it for that wait.
+  virtual void set_wait_timeout(std::chrono::milliseconds) {}
+  virtual std::chrono::milliseconds wait_timeout() const { return std::chrono::milliseconds(0); }  // 0: not bounded here
 
   // Payload bytes this rank has passed to collectives (the tensors' sizes, not wire traffic).
   uint64_t collective_bytes() const { return bytes_; }

@@ -7,6 +7,7 @@
 
 #include "dsa/core/dtype_conv.h"
 #include "dsa/core/error.h"
+#include "dsa/parallel/host_view.h"
 
 namespace dsa::parallel {
 
@@ -28,15 +29,6 @@ std::string describe(const Post& p) {
   if (p.root >= 0) s += fmt::format(" root {}", p.root);
   return s;
 }
-
-// A tensor as the host sees it: itself on the CPU, else a host copy (written back by finish()).
-struct HostView {
-  Tensor dev, host;
-  explicit HostView(const Tensor& t) : dev(t), host(t.device().is_cuda() ? t.to(Device::cpu()) : t) {}
-  void finish() {
-    if (dev.device().is_cuda()) dev.copy_from(host);
-  }
-};
 
 }  // namespace
 

@@ -21,13 +21,6 @@
 
 namespace dsa::parallel {
 
-// What a rank's collective throws when the group stopped (another rank failed, ranks disagree,
-// a timeout): run_ranks tells these apart from a rank's own failure.
-class GroupStopped : public Error {
- public:
-  using Error::Error;
-};
-
 struct InProcessOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};  // per wait in one collective
 };
