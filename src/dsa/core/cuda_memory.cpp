@@ -11,6 +11,7 @@
 
 #include "dsa/core/cuda_stream.h"
 #include "dsa/core/error.h"
+#include "dsa/core/log.h"
 
 #ifdef DSA_WITH_CUDA
 #include <cuda_runtime.h>
@@ -87,6 +88,14 @@ StepArena* arena_owning(const void* p) {
     if (a->owns(p)) return a;
   return nullptr;
 }
+// Whether p is an overflow block of some arena's current step (then forgotten there).
+bool forget_overflow_block(void* p) {
+  ArenaRegistry& r = arenas();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (StepArena* a : r.arenas)
+    if (a->forget_overflow(p)) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -136,12 +145,38 @@ bool StepArena::owns(const void* p) const {
 
 void StepArena::release(const void*) { --live_; }
 
+void StepArena::note_overflow(void* p) {
+  ArenaRegistry& r = arenas();
+  std::lock_guard<std::mutex> lock(r.mu);
+  overflow_live_.push_back(p);
+  ++overflows_;
+}
+
+bool StepArena::forget_overflow(void* p) {  // under the registry's lock
+  auto it = std::find(overflow_live_.begin(), overflow_live_.end(), p);
+  if (it == overflow_live_.end()) return false;
+  *it = overflow_live_.back();
+  overflow_live_.pop_back();
+  return true;
+}
+
 void StepArena::reset() {
   DSA_CHECK(live_ == 0, "step arena on cuda:{}: {} tensors allocated during the last step are still alive (a "
             "workspace that outlives a step must be allocated under cuda_memory::PersistentScope)", device_, live_);
+  {
+    ArenaRegistry& r = arenas();
+    std::lock_guard<std::mutex> lock(r.mu);
+    // An overflow block still alive is an ordinary cached allocation from now on, which a later
+    // capture may hold: count it as memory changing hands.
+    if (!overflow_live_.empty()) bump_epoch();
+    overflow_live_.clear();
+  }
   if (high_ > capacity_) {  // grow between steps to what the largest step needed
     bump_epoch();
     const size_t want = (high_ + high_ / 8 + 255) / 256 * 256;
+    log_debug("step arena on cuda:{}: grows from {:.1f} to {:.1f} MiB (the last step needed {:.1f} MiB, {:.1f} "
+              "beyond the arena)", device_, capacity_ / 1048576.0, want / 1048576.0, high_ / 1048576.0,
+              overflow_ / 1048576.0);
     DSA_CUDA_CHECK(cudaSetDevice(device_));
     if (base_) DSA_CUDA_CHECK(cudaFree(base_));
     base_ = nullptr;
@@ -164,11 +199,22 @@ ArenaScope::~ArenaScope() { t_arena = prev_; }
 PersistentScope::PersistentScope() : prev_(t_arena) { t_arena = nullptr; }
 PersistentScope::~PersistentScope() { t_arena = prev_; }
 
+static void* alloc_cached(size_t nbytes, int device, bool bump);
+
 void* alloc(size_t nbytes, int device) {
   if (nbytes == 0) return nullptr;
-  if (t_arena && t_arena->device() == device)
+  StepArena* overflowing = nullptr;  // a step temporary that did not fit its arena
+  if (t_arena && t_arena->device() == device) {
     if (void* p = t_arena->try_alloc(nbytes)) return p;
-  bump_epoch();
+    overflowing = t_arena;
+  }
+  void* p = alloc_cached(nbytes, device, overflowing == nullptr);
+  if (overflowing) overflowing->note_overflow(p);
+  return p;
+}
+
+static void* alloc_cached(size_t nbytes, int device, bool bump) {
+  if (bump) bump_epoch();
   DSA_CUDA_CHECK(cudaSetDevice(device));
   const size_t size = caching_enabled() ? rounded_size(nbytes) : nbytes;
   Caches& c = caches();
@@ -212,7 +258,7 @@ void free(void* p, int device) noexcept {
     a->release(p);
     return;
   }
-  bump_epoch();
+  if (!forget_overflow_block(p)) bump_epoch();
   Caches& c = caches();
   std::lock_guard<std::mutex> lock(c.mu);
   DeviceCache& d = c.dev[device];

@@ -14,6 +14,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace dsa::cuda_memory {
 
@@ -46,10 +47,14 @@ void reset_peak(int device);
 // The size a request of n bytes occupies (the rounding above); exposed for tests.
 size_t rounded_size(size_t n);
 
-// A counter that changes whenever device memory outside a step arena changes hands: every alloc()
-// or free() not served by an arena (workspaces created or grown, an arena's overflow) and every
-// arena growth. A captured CUDA graph holds raw addresses; it stays valid only while the epoch it
-// was captured under is current (engine/step_graphs.h). Process-wide, so conservative.
+// A counter that changes whenever device memory that a captured graph may hold changes hands:
+// every alloc() or free() not served by an arena (workspaces created or grown), every arena
+// growth, and a step temporary that overflowed its arena and outlived the step. A captured CUDA
+// graph holds raw addresses; it stays valid only while the epoch it was captured under is current
+// (engine/step_graphs.h). Process-wide, so conservative. An arena's overflow (a step temporary
+// that did not fit, taken from the caching allocator and freed within the step) does not change
+// it: no graph holds such a block, because a capture during which its arena overflowed is
+// dropped (StepArena::overflows()).
 uint64_t memory_epoch();
 
 }  // namespace dsa::cuda_memory
@@ -61,7 +66,8 @@ namespace dsa::cuda_memory {
 // aligned), and frees cost nothing. reset() between steps rewinds the offset, so a step that
 // makes the same allocations gets the same addresses every time (what CUDA graph capture needs).
 // A step whose temporaries exceed the capacity takes the rest from the caching allocator and the
-// next reset() grows the arena to the high-water mark (one cudaFree + cudaMalloc between steps).
+// next reset() grows the arena to the high-water mark (one cudaFree + cudaMalloc between steps;
+// logged at debug level with the sizes).
 // reset() throws if a tensor allocated in the last step is still alive: such a tensor would be
 // overwritten by the next step, so it must be allocated under a PersistentScope instead
 // (workspaces that live across steps).
@@ -77,16 +83,23 @@ class StepArena {
   size_t used() const { return used_; }
   size_t high_water() const { return high_; }
   int64_t live() const { return live_; }
-  // Internal (cuda_memory.cpp): nullptr when the arena is full.
+  // Allocations that did not fit since the arena was made (monotonic): a graph capture compares
+  // it before and after, and drops a capture that took memory from outside the arena.
+  uint64_t overflows() const { return overflows_; }
+  // Internal (cuda_memory.cpp): nullptr when the arena is full; overflow blocks of this step.
   void* try_alloc(size_t nbytes);
   bool owns(const void* p) const;
   void release(const void* p);
+  void note_overflow(void* p);
+  bool forget_overflow(void* p);
 
  private:
   int device_;
   char* base_ = nullptr;
   size_t capacity_ = 0, used_ = 0, high_ = 0, overflow_ = 0;
   int64_t live_ = 0;
+  uint64_t overflows_ = 0;
+  std::vector<void*> overflow_live_;  // overflow blocks not yet freed (few: a step's overflow)
 };
 
 class ArenaScope {

@@ -174,6 +174,7 @@ bool ModelRunner::capture_step(const std::function<void()>& compute, const Shape
   if (events) events_->external = true;  // the markers become event nodes that every replay fires
   const auto t0 = std::chrono::steady_clock::now();
   const uint64_t epoch = cuda_memory::memory_epoch();
+  const uint64_t overflows = arena_->overflows();
   DSA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
   std::string err;
   try {
@@ -187,8 +188,12 @@ bool ModelRunner::capture_step(const std::function<void()>& compute, const Shape
   if (err.empty() && ec != cudaSuccess) err = cudaGetErrorString(ec);
   cudaGetLastError();
   // A workspace created or grown while capturing may have moved memory that earlier nodes use.
-  const bool moved = err.empty() && cuda_memory::memory_epoch() != epoch;
-  if (moved) err = "device memory changed hands during the capture";
+  // A temporary beyond the arena is a cached block that goes back to the cache after the step;
+  // the arena grows at the next reset (a new epoch, so a new key), so neither marks the key failed.
+  const bool moved = err.empty() && (cuda_memory::memory_epoch() != epoch || arena_->overflows() != overflows);
+  if (moved)
+    err = cuda_memory::memory_epoch() != epoch ? "device memory changed hands during the capture"
+                                                : "the step's temporaries did not fit the step arena";
   cudaGraphExec_t exec = nullptr;
   size_t n = 0;
   if (err.empty()) {
@@ -412,6 +417,14 @@ StepResult ModelRunner::execute(kv::BatchMetadata& meta, const std::vector<RowRe
   }
   if (timed) DSA_CUDA_CHECK(cudaEventRecord(events_->end, s));
   if (profiled) DSA_CUDA_CHECK(cudaProfilerStop());
+  if (dev.is_cuda())
+    log_debug("step: {} tokens, {} requests: {} (memory epoch {}, arena {:.1f} of {:.1f} MiB, {} overflows so far{})",
+              meta.num_tokens(), meta.num_requests(),
+              profile_.graph == StepProfile::Graph::Replayed   ? "graph replayed"
+              : profile_.graph == StepProfile::Graph::Captured ? "graph captured"
+                                                               : "eager",
+              cuda_memory::memory_epoch(), arena_->used() / 1048576.0, arena_->capacity() / 1048576.0,
+              arena_->overflows(), profile_.capture_error.empty() ? "" : ", capture dropped: " + profile_.capture_error);
 #else
   compute();
 #endif

@@ -29,14 +29,29 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_kernel(const float* __
     float sum = 0.f;
     for (int s = 0; s < splits; ++s) sum += expf(lp[s] - mx);
     out_lse = mx + logf(sum);
-    for (int s = 0; s < splits; ++s) {
-      if (lp[s] == -INFINITY) continue;
-      const float w = expf(lp[s] - out_lse);
-      const float4 v = reinterpret_cast<const float4*>(o_part + (th * splits + s) * 512)[threadIdx.x];
-      acc.x += w * v.x;
-      acc.y += w * v.y;
-      acc.z += w * v.z;
-      acc.w += w * v.w;
+    // Loads of kBatch splits are issued before any of them is used: at decode there are only
+    // T * H CTAs (64 at T = 1), so one dependent load per split would leave the kernel waiting
+    // on memory latency split after split. The sum keeps the split order.
+    constexpr int kBatch = 8;
+    const float4* op = reinterpret_cast<const float4*>(o_part + th * splits * 512) + threadIdx.x;
+    for (int s0 = 0; s0 < splits; s0 += kBatch) {
+      float4 v[kBatch];
+      bool use[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int s = s0 + j;
+        use[j] = s < splits && lp[s] != -INFINITY;  // a split with no usable key adds nothing
+        if (use[j]) v[j] = op[static_cast<int64_t>(s) * 128];
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        if (!use[j]) continue;
+        const float w = expf(lp[s0 + j] - out_lse);
+        acc.x += w * v[j].x;
+        acc.y += w * v[j].y;
+        acc.z += w * v[j].z;
+        acc.w += w * v[j].w;
+      }
     }
     if (sink) {
       const float f = 1.f / (1.f + expf(sink[th % H] - out_lse));
