@@ -58,5 +58,7 @@ class Communicator {
 
 // Throws unless t is a defined contiguous tensor of an all-reduce dtype (f32, bf16).
 void check_reducible(const Tensor& t, const char* op);
+// Throws unless in and out are contiguous, same dtype, and out is in's shape with dim 0 times n.
+void check_all_gather(const Tensor& in, const Tensor& out, int n, int rank);
 
 }  // namespace dsa::parallel

@@ -149,13 +149,7 @@ class InProcessRank final : public Communicator {
 
   void all_gather(const Tensor& in, const Tensor& out) override {
     const char* op = "all_gather";
-    DSA_CHECK(in.defined() && out.defined() && in.dim() >= 1, "{}: in and out must be defined with a dim 0", op);
-    DSA_CHECK(in.is_contiguous() && out.is_contiguous(), "{}: in {} and out {} must be contiguous", op, in.str(),
-              out.str());
-    Shape want = in.shape();
-    want[0] *= s_.n;
-    DSA_CHECK(out.dtype() == in.dtype() && out.shape() == want, "{} on rank {}: out is {}, expected {}{} for in {}",
-              op, r_, out.str(), dtype_name(in.dtype()), shape_str(want), in.str());
+    check_all_gather(in, out, s_.n, r_);
     HostView vi(in), vo(out);
     post({op, in.dtype(), in.shape(), out.shape(), -1, vi.host.raw(), in.nbytes()});
     s_.arrive(r_, op, true);
