@@ -23,6 +23,20 @@
 namespace dsa::engine::test {
 namespace {
 
+TEST(StepGraphs, KeyDiffNamesTheWordsThatChanged) {
+  ShapeKey a, b, c, d;
+  a.add(5, "memory epoch").add(0x10, "upload address", 3).add(7);
+  b.add(5, "memory epoch").add(0x20, "upload address", 3).add(8);
+  EXPECT_EQ(a.diff(a), "");
+  EXPECT_EQ(b.diff(a), "upload address[3]: 0x10 -> 0x20, word 2: 0x7 -> 0x8");
+  EXPECT_EQ(b.diff(a, 1), "upload address[3]: 0x10 -> 0x20 and 1 more");
+  c.add(1, "tokens");
+  EXPECT_EQ(c.diff(a), "1 words, was 3 (tensors defined or dimensions changed)");
+  d.append(a);  // labels travel with the words
+  EXPECT_TRUE(d == a);
+  EXPECT_EQ(b.diff(d), b.diff(a));
+}
+
 TEST(StepGraphs, KeysAreComparedWholeAndTheLeastRecentGoesFirst) {
   StepGraphs g(/*capacity=*/2);
   ShapeKey a, b, c;

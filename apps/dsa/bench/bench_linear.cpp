@@ -4,6 +4,8 @@
 // shape, all in the same run. Roofline floor: max(weight+activation bytes / copy bandwidth,
 // FLOPs / bf16 ceiling).
 #include <cstdio>
+#include <string>
+#include <utility>
 
 #include "bench/bench.h"
 #include "bench/bench_util_gpu.h"
@@ -32,9 +34,17 @@ std::vector<Row> run(const Options& o) {
   const Shape2 shapes[] = {{"glm.q_b 2048->16384", 2048, 16384},
                            {"glm.o_proj 16384->6144", 16384, 6144},
                            {"glm.kv_a 6144->576", 6144, 576},
+                           {"glm.q_a 6144->2048", 6144, 2048},
+                           {"v4.wq_a 4096->1024", 4096, 1024},
+                           {"v4.wkv 4096->512", 4096, 512},
                            {"v4.wq_b 1024->32768", 1024, 32768},
                            {"v4.wo_b 8192->4096", 8192, 4096}};
-  std::vector<int64_t> Ts = o.quick ? std::vector<int64_t>{1, 4096} : std::vector<int64_t>{1, 8, 32, 128, 4096};
+  std::vector<int64_t> Ts = o.quick ? std::vector<int64_t>{1, 4, 8, 4096} : std::vector<int64_t>{1, 2, 4, 8, 32, 128, 4096};
+  // Decode (T <= 8): every kernel tactic that serves dense FP8 calls, each with its automatic
+  // split-K, timed in the same run as the automatic choice (which is what `us` reports).
+  // GEMV tactics also with fixed splits (the automatic rule splits only below one CTA per SM).
+  const std::pair<int, int> decode_tactics[] = {{3, -1}, {4, -1}, {5, -1}, {6, -1}, {9, -1}, {9, 2},
+                                                {9, 4},  {9, 8},  {10, -1}, {10, 2}, {10, 4}};
   std::vector<Row> rows;
   const Device d = Device::cuda();
   for (const auto& s : shapes) {
@@ -67,6 +77,26 @@ std::vector<Row> run(const Options& o) {
       r.extra["actfp8_backend"] = ops::linear_fp8_backend_name(pq, d, T, s.N, s.K);
       r.extra["cublas_bf16_us"] = b_us;
       r.extra["speedup_vs_bf16"] = b_us / k_us;
+      if (T <= 8) {
+        std::string best;
+        double best_us = 0;
+        for (const auto& [t, ks] : decode_tactics) {
+          ops::LinearFp8Params pt = pk;
+          pt.tactic = t;
+          pt.k_splits = ks;
+          const double t_us = time_us([&](int) { ops::linear_fp8_block(x, w, out, pt); }, 3, reps);
+          const std::string name = ks < 0 ? fmt::format("t{}", t) : fmt::format("t{}s{}", t, ks);
+          r.extra[name + "_us"] = t_us;
+          if (best.empty() || t_us < best_us) {
+            best = name;
+            best_us = t_us;
+          }
+        }
+        r.extra["best"] = best;
+        r.extra["best_gbs"] = bytes / (best_us * 1e-6) / 1e9;
+        std::printf("%s: best %s %.1f us (%.0f GB/s, %.0f %% of copy)\n", r.name.c_str(), best.c_str(), best_us,
+                    bytes / (best_us * 1e-6) / 1e9, bytes / (best_us * 1e-6) / 1e9 / copy_gbs * 100);
+      }
       rows.push_back(r);
       std::printf("%s: kernel %.1f us, act-fp8 (%s) %.1f us, cuBLAS bf16 %.1f us\n", r.name.c_str(), k_us,
                   ops::linear_fp8_backend_name(pq, d, T, s.N, s.K), q_us, b_us);

@@ -49,15 +49,18 @@ int64_t profile_decode_step() {
 // shape and dtype of every uploaded tensor (which also fixes their offsets in the upload twin).
 ShapeKey shape_key(const kv::BatchMetadata& meta, const std::vector<Tensor*>& up) {
   ShapeKey k;
-  k.add(meta.num_tokens()).add(meta.num_requests());
-  k.add(static_cast<uint64_t>(meta.index_len));
-  for (const Tensor* t : up) {
-    k.add(t->defined());
+  k.add(meta.num_tokens(), "tokens").add(meta.num_requests(), "requests");
+  k.add(static_cast<uint64_t>(meta.index_len), "index_len");
+  for (size_t i = 0; i < up.size(); ++i) {
+    const Tensor* t = up[i];
+    const int n = static_cast<int>(i);
+    k.add(t->defined(), "upload defined", n);
     if (!t->defined()) continue;
-    k.add(static_cast<uint64_t>(t->dtype())).add(t->dim());
-    for (int64_t d : t->shape()) k.add(static_cast<uint64_t>(d));
+    k.add(static_cast<uint64_t>(t->dtype()), "upload dtype", n).add(t->dim(), "upload rank", n);
+    for (int64_t d : t->shape()) k.add(static_cast<uint64_t>(d), "upload dim", n);
   }
-  for (const kv::GroupMetadata& g : meta.groups) k.add(static_cast<uint64_t>(g.num_pages));
+  for (size_t g = 0; g < meta.groups.size(); ++g)
+    k.add(static_cast<uint64_t>(meta.groups[g].num_pages), "group pages", static_cast<int>(g));
   return k;
 }
 
@@ -68,15 +71,19 @@ ShapeKey shape_key(const kv::BatchMetadata& meta, const std::vector<Tensor*>& up
 ShapeKey step_key(const ShapeKey& shape, const std::vector<Tensor*>& up, bool timed, const Tensor& logits,
                   const Tensor& ids, const model::StepInputs& in, bool draft) {
   ShapeKey k;
-  k.add(cuda_memory::memory_epoch()).add(ops::tactic_chooser_generation()).add(timed).add(draft);
+  k.add(cuda_memory::memory_epoch(), "memory epoch").add(ops::tactic_chooser_generation(), "tactics generation");
+  k.add(timed, "timed").add(draft, "draft");
+  int n = 0;
   for (const Tensor* t : {&in.hidden_out, &in.hidden_src}) {  // the MTP hand-over buffers (persistent)
-    k.add(t->defined() ? reinterpret_cast<uintptr_t>(t->raw()) : 0);
+    k.add(t->defined() ? reinterpret_cast<uintptr_t>(t->raw()) : 0, "MTP hidden address", n);
     if (t->defined())
-      for (int64_t d : t->shape()) k.add(static_cast<uint64_t>(d));
+      for (int64_t d : t->shape()) k.add(static_cast<uint64_t>(d), "MTP hidden dim", n);
+    ++n;
   }
-  k.add(reinterpret_cast<uintptr_t>(logits.raw())).add(reinterpret_cast<uintptr_t>(ids.raw()));
-  for (const Tensor* t : up) k.add(t->defined() ? reinterpret_cast<uintptr_t>(t->raw()) : 0);
-  for (uint64_t w : shape.words()) k.add(w);
+  k.add(reinterpret_cast<uintptr_t>(logits.raw()), "logits address").add(reinterpret_cast<uintptr_t>(ids.raw()), "ids address");
+  for (size_t i = 0; i < up.size(); ++i)
+    k.add(up[i]->defined() ? reinterpret_cast<uintptr_t>(up[i]->raw()) : 0, "upload address", static_cast<int>(i));
+  k.append(shape);
   return k;
 }
 
@@ -417,6 +424,17 @@ StepResult ModelRunner::execute(kv::BatchMetadata& meta, const std::vector<RowRe
   }
   if (timed) DSA_CUDA_CHECK(cudaEventRecord(events_->end, s));
   if (profiled) DSA_CUDA_CHECK(cudaProfilerStop());
+  if (!key.words().empty() && log_level() <= LogLevel::Debug) {
+    // Why a step of a shape seen before found no graph: the words of its key that changed since
+    // the last step with as many tokens.
+    auto [it, first] = last_keys_.try_emplace(meta.num_tokens(), key);
+    if (!first && profile_.graph != StepProfile::Graph::Replayed) {
+      const std::string d = key.diff(it->second);
+      log_debug("step: {} tokens: no graph replayed; key vs the last {}-token step: {}", meta.num_tokens(),
+                meta.num_tokens(), d.empty() ? "equal (first capture of this key)" : d);
+    }
+    it->second = key;
+  }
   if (dev.is_cuda())
     log_debug("step: {} tokens, {} requests: {} (memory epoch {}, arena {:.1f} of {:.1f} MiB, {} overflows so far{})",
               meta.num_tokens(), meta.num_requests(),

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -165,6 +166,7 @@ class ModelRunner {
   bool profiling_ = false, count_nodes_ = false;
   int64_t pad_max_ = 0, padded_steps_ = 0;
   std::set<std::vector<uint64_t>> shapes_;
+  std::map<int64_t, ShapeKey> last_keys_;  // debug log: the last step key per token count
   StepProfile profile_;
   std::vector<StepProfile> profile_log_;
   std::unique_ptr<Events> events_;

@@ -1,5 +1,7 @@
 #include "dsa/engine/step_graphs.h"
 
+#include <fmt/format.h>
+
 #ifdef DSA_WITH_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -19,6 +21,28 @@ void destroy_exec(void* exec) {
 constexpr size_t kMaxSeen = 4096;  // keys remembered for the capture-on-second-sight rule
 
 }  // namespace
+
+std::string ShapeKey::diff(const ShapeKey& prev, int max_items) const {
+  if (words_.size() != prev.words_.size())
+    return fmt::format("{} words, was {} (tensors defined or dimensions changed)", words_.size(), prev.words_.size());
+  std::string out;
+  int items = 0, more = 0;
+  for (size_t i = 0; i < words_.size(); ++i) {
+    if (words_[i] == prev.words_[i]) continue;
+    if (items == max_items) {
+      ++more;
+      continue;
+    }
+    const Label& l = labels_[i];
+    const std::string name = l.what == nullptr ? fmt::format("word {}", i)
+                             : l.index >= 0    ? fmt::format("{}[{}]", l.what, l.index)
+                                               : std::string(l.what);
+    out += fmt::format("{}{}: {:#x} -> {:#x}", out.empty() ? "" : ", ", name, prev.words_[i], words_[i]);
+    ++items;
+  }
+  if (more > 0) out += fmt::format(" and {} more", more);
+  return out;
+}
 
 StepGraphs::~StepGraphs() { clear(); }
 

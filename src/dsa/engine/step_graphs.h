@@ -32,20 +32,34 @@ namespace dsa::engine {
 // (FNV-1a) for lookup and compared whole on a hit (a hash collision never replays a wrong graph).
 class ShapeKey {
  public:
-  ShapeKey& add(uint64_t v) {
+  // `what` (a string literal) and `index` name the word for diff(): which field of which tensor.
+  ShapeKey& add(uint64_t v, const char* what = nullptr, int index = -1) {
     words_.push_back(v);
+    labels_.push_back({what, index});
     for (int i = 0; i < 8; ++i) {
       h_ ^= (v >> (8 * i)) & 0xFF;
       h_ *= 1099511628211ull;
     }
     return *this;
   }
+  ShapeKey& append(const ShapeKey& o) {
+    for (size_t i = 0; i < o.words_.size(); ++i) add(o.words_[i], o.labels_[i].what, o.labels_[i].index);
+    return *this;
+  }
   uint64_t hash() const { return h_; }
   const std::vector<uint64_t>& words() const { return words_; }
   bool operator==(const ShapeKey& o) const { return words_ == o.words_; }
+  // The words that differ from `prev`, named ("logits address: 0x.. -> 0x.., up[3] dim: 32 -> 64"),
+  // at most `max_items` of them; "" when equal. Says why a step found no graph (debug log).
+  std::string diff(const ShapeKey& prev, int max_items = 8) const;
 
  private:
+  struct Label {
+    const char* what;
+    int index;
+  };
   std::vector<uint64_t> words_;
+  std::vector<Label> labels_;
   uint64_t h_ = 1469598103934665603ull;
 };
 

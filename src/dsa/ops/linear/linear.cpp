@@ -135,7 +135,10 @@ void linear_fp8_block(const Tensor& x, const Fp8BlockWeight& w, Tensor& out, con
     a = Tensor::empty(x.shape(), DType::BF16, x.device());
     fake_quant_act_fp8(x, a);
   }
-  expert_gemm(a, Tensor(), Tensor(), e, out, ExpertGemmParams{});
+  ExpertGemmParams ep;
+  ep.tactic = p.tactic;
+  ep.k_splits = p.k_splits;
+  expert_gemm(a, Tensor(), Tensor(), e, out, ep);
 }
 
 #ifndef DSA_WITH_CUDA

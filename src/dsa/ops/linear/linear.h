@@ -27,6 +27,10 @@ enum class LinearBackend { Auto, Kernel, CublasLt };
 struct LinearFp8Params {
   bool act_fp8 = false;
   LinearBackend backend = LinearBackend::Auto;
+  // The kernel's tactic and split-K (ExpertGemmParams::tactic / k_splits; -1: automatic), for
+  // benchmarks and the tuner; ignored by cuBLASLt and the CPU.
+  int tactic = -1;
+  int k_splits = -1;
 };
 
 void linear_bf16(const Tensor& x, const Tensor& w, Tensor& out);
