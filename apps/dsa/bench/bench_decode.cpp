@@ -440,7 +440,14 @@ std::vector<Row> run(const Options& o) {
   if (copy_gbs > 0) std::printf("measured copy bandwidth %.0f GB/s (read + write)\n", copy_gbs);
   // Every engine step emits up to N + 1 tokens per request: room for all of them, so that no
   // draft is cut by max_tokens or the context until the shape is done.
-  const int64_t per_step = nmax + 1, steps = warm + 6 + timed + 4;  // 6: the graph warm-up below
+  // The prompts' chunked prefill takes several steps, and a request decodes in every step after
+  // its own prompt is done (while later prompts still prefill): those steps count against its
+  // max_tokens too, or the first requests finish during the timed steps (B = 32 at 4K: 16
+  // requests left after the third timed step, seen on the H200 2026-12-03).
+  const int64_t cmax_asked = *std::max_element(contexts.begin(), contexts.end());
+  const int64_t chunk = std::max<int64_t>(bmax * (nmax + 1), std::min<int64_t>(bmax * cmax_asked, 8192));
+  const int64_t prefill_steps = (bmax * cmax_asked + chunk - 1) / chunk + 1;
+  const int64_t per_step = nmax + 1, steps = warm + 6 + timed + 4 + prefill_steps;  // 6: the graph warm-up below
   // A context at the model's limit (--context 1M on a 1048576-position model) leaves room for
   // the decode steps: the prompt is cut by what they add.
   const int64_t room = (steps + 4) * per_step;
@@ -455,7 +462,7 @@ std::vector<Row> run(const Options& o) {
   const int64_t cmax = *std::max_element(contexts.begin(), contexts.end());
   engine::EngineOptions eo;
   eo.max_running = static_cast<int>(bmax);
-  eo.max_step_tokens = std::max<int64_t>(bmax * per_step, std::min<int64_t>(bmax * cmax, 8192));
+  eo.max_step_tokens = std::max<int64_t>(bmax * per_step, std::min<int64_t>(bmax * cmax, 8192));  // <= chunk
   eo.max_model_len = cmax + room;
   // N > 0: one engine with N = max of the list; each request asks for its own N (N = 0 requests
   // decode without drafts in it). Every draft is accepted (benchmark mode, engine.h), so each

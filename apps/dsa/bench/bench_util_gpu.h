@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dsa/core/cuda_check.h"
+#include "dsa/core/cuda_stream.h"
 #include "dsa/core/tensor.h"
 #include "dsa/ops/linear/linear.h"
 #include "dsa/ops/moe/random_fill.h"
@@ -35,6 +36,47 @@ inline double time_us(const std::function<void(int)>& fn, int warmup, int reps) 
   DSA_CUDA_CHECK(cudaGetLastError());
   cudaEventDestroy(a);
   cudaEventDestroy(b);
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Device microseconds per call of fn(0..calls-1) replayed from one CUDA graph (median of `reps`
+// replays): what a call costs inside a captured decode step, without the host's launch time
+// (which time_us includes whenever enqueueing takes longer than the kernel). fn runs eagerly
+// once per index first, so that its temporaries are in the caching allocator before capture.
+inline double time_graph_us(const std::function<void(int)>& fn, int calls, int reps) {
+  cudaStream_t s = nullptr;
+  DSA_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cuda_stream::StreamScope scope(s);
+  for (int i = 0; i < calls; ++i) fn(i);
+  DSA_CUDA_CHECK(cudaStreamSynchronize(s));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  DSA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+  for (int i = 0; i < calls; ++i) fn(i);
+  DSA_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+  DSA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  DSA_CUDA_CHECK(cudaGraphLaunch(exec, s));
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<double> v;
+  for (int r = 0; r < reps; ++r) {
+    cudaEventRecord(a, s);
+    DSA_CUDA_CHECK(cudaGraphLaunch(exec, s));
+    cudaEventRecord(b, s);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    v.push_back(ms * 1e3 / calls);
+  }
+  DSA_CUDA_CHECK(cudaGetLastError());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  DSA_CUDA_CHECK(cudaStreamSynchronize(s));
+  cudaStreamDestroy(s);
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
