@@ -238,7 +238,13 @@ TEST(ExpertGemm, AutoTacticRule) {
     p.rows_per_expert_hint = 0.3;
     EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 384, 256, true), mx ? 5 : 3);
     p.rows_per_expert_hint = 0;
-    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 1, false), mx ? 5 : 3);  // dense T = 1: not the GEMV
+    // Dense decode: not the GEMV; FP8 the k-split stream form, 128-row CTAs for long rows.
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 1, false), mx ? 5 : 4);
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 8, 1, false, 4096), mx ? 5 : 4);
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 1, false, 8192), mx ? 5 : 6);
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 2, 1, false, 8192), mx ? 5 : 4);
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 8, 1, false, 16384), mx ? 5 : 6);
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 9, 1, false, 16384), mx ? 5 : 3);
     p.rows_per_expert_hint = 32.0 * 6 / 256;
     EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 256, true), mx ? 5 : 3);
     p.rows_per_expert_hint = 128.0 * 6 / 256;
@@ -249,7 +255,7 @@ TEST(ExpertGemm, AutoTacticRule) {
     EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 1, 256, true), 0);  // 64-row tiles need 64-aligned segments
     p.m_alignment = 64;
     p.rows_per_expert_hint = 0;  // dense: rows are the rows per expert
-    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 7, 1, false), mx ? 5 : 3);
+    EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 7, 1, false), mx ? 5 : 4);  // <= 8 dense rows: the decode linear rule
     EXPECT_EQ(resolve_expert_gemm_tactic(f, p, 500, 1, false), 1);
   }
   p.rows_per_expert_hint = 6.0 / 256;

@@ -110,7 +110,8 @@ static double gemv_max_rows_per_expert() {
   return v;
 }
 
-int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_t rows, int64_t experts, bool grouped) {
+int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_t rows, int64_t experts, bool grouped,
+                               int64_t K) {
   int t = p.tactic;
   if (t < 0) {
     const double per_group = p.rows_per_expert_hint > 0 ? p.rows_per_expert_hint
@@ -124,6 +125,11 @@ int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_
       t = 0;
     else if (f == WeightFormat::MXFP4)
       t = 5;  // stream kernel, 64 weight rows per CTA, 3 stages of 256 k
+    else if (!grouped && rows <= 8)
+      // Dense FP8 decode linears (H200, 2026-12-03, device time in a graph over cold weights,
+      // docs/perf/linear-decode-2026-12-03.md): the k-split stream form, 128 weight rows per CTA
+      // for long rows (GLM o_proj K = 16384 at T = 1: 31.0 us against 42.5 for tactic 3).
+      t = K >= 16384 || (K >= 8192 && rows == 1) ? 6 : 4;
     else  // FP8: 128 weight rows per CTA when only a few experts are used (T = 1), else 64
       t = per_group < 0.1 ? 6 : 3;
   }
@@ -190,7 +196,7 @@ ExpertGemmSplit expert_gemm_planned_split(const ExpertWeights& w, int64_t rows, 
   const auto& devs = cuda_devices();
   const int sm = dev.index >= 0 && dev.index < static_cast<int>(devs.size()) ? devs[dev.index].sm_count : 0;
   if (sm <= 0 && p.k_splits < 2) return none;
-  const int tactic = resolve_expert_gemm_tactic(w.format, p, rows, w.experts(), false);
+  const int tactic = resolve_expert_gemm_tactic(w.format, p, rows, w.experts(), false, w.k());
   return expert_gemm_split(w.format, tactic, rows, w.n(), w.k(), p.fuse_swiglu, sm, p.k_splits);
 }
 

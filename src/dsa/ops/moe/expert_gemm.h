@@ -128,8 +128,11 @@ ExpertGemmSplit expert_gemm_planned_split(const ExpertWeights& w, int64_t rows, 
 // <= kExpertGemmGemvMaxRowsPerExpert rows per expert (grouped MXFP4 calls only),
 // docs/perf/moe-gemv-2026-12-02.md.
 // The environment variable DSA_MOE_GEMV=0 turns that part of the rule off at run time (read
-// once); tuned tactics (ops/tactics) are not affected.
-int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_t rows, int64_t experts, bool grouped);
+// once); tuned tactics (ops/tactics) are not affected. Dense FP8 calls of at most 8 rows (decode
+// linears) take tactic 4, or 6 for rows of K >= 16384 (K >= 8192 at one row): K = 0 (unknown)
+// counts as short rows.
+int resolve_expert_gemm_tactic(WeightFormat f, const ExpertGemmParams& p, int64_t rows, int64_t experts, bool grouped,
+                               int64_t K = 0);
 
 void validate_expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices, const ExpertWeights& w,
                           const Tensor& out, const ExpertGemmParams& p);

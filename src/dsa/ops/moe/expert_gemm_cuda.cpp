@@ -89,7 +89,7 @@ void expert_gemm(const Tensor& a, const Tensor& a_rows, const Tensor& m_indices,
                  const ExpertGemmParams& p) {
   if (out.size(0) == 0) return;
   const egemm::Args args = make_args(a, a_rows, m_indices, w, out, p);
-  const int tactic = resolve_expert_gemm_tactic(w.format, p, args.rows, args.E, args.m_indices != nullptr);
+  const int tactic = resolve_expert_gemm_tactic(w.format, p, args.rows, args.E, args.m_indices != nullptr, args.K);
   launch(args, w.format, tactic, (args.K + 127) / 128);
 }
 
@@ -97,7 +97,7 @@ void expert_gemm_dense(const Tensor& a, const Tensor& a_rows, const ExpertWeight
                        const ExpertGemmParams& p) {
   if (out.size(0) == 0) return;
   egemm::Args args = make_args(a, a_rows, Tensor(), w, out, p);
-  const int tactic = resolve_expert_gemm_tactic(w.format, p, args.rows, args.E, false);
+  const int tactic = resolve_expert_gemm_tactic(w.format, p, args.rows, args.E, false, args.K);
   const ExpertGemmSplit sp = expert_gemm_planned_split(w, args.rows, false, p, a.device());
   args.splits = sp.splits;
   args.split_chunks = sp.chunks;
