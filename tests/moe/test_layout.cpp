@@ -1,6 +1,7 @@
 // Contiguous MoE layout, permutation and combine: CPU properties and CUDA vs CPU.
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "common/testing.h"
 #include "dsa/core/dtype_conv.h"
@@ -28,14 +29,19 @@ Tensor make_ids(int64_t T, int64_t k, int64_t E, Rng& rng, int mode) {
   return ids;
 }
 
-// Checks every invariant of a host layout against the ids.
+// Checks every invariant of a host layout against the (global) ids; ids outside the layout's
+// experts [expert_base, expert_base + E) must be dropped.
 void check_layout(const MoeLayout& l, const Tensor& ids) {
   const int64_t E = l.experts, T = l.tokens, k = l.topk;
+  auto local = [&](int64_t i) -> int32_t {
+    const int64_t e = ids.data<int32_t>()[i] - l.expert_base;
+    return e >= 0 && e < E ? static_cast<int32_t>(e) : -1;
+  };
   const int32_t* off = l.expert_offsets.data<int32_t>();
   const int32_t* cnt = l.expert_counts.data<int32_t>();
   std::vector<int32_t> want(E, 0);
   for (int64_t i = 0; i < T * k; ++i)
-    if (ids.data<int32_t>()[i] >= 0) ++want[ids.data<int32_t>()[i]];
+    if (local(i) >= 0) ++want[local(i)];
   ASSERT_EQ(off[0], 0);
   for (int64_t e = 0; e < E; ++e) {
     ASSERT_EQ(cnt[e], want[e]) << "expert " << e;
@@ -44,7 +50,7 @@ void check_layout(const MoeLayout& l, const Tensor& ids) {
   ASSERT_LE(off[E], l.rows_cap);
   std::set<int32_t> used;
   for (int64_t i = 0; i < T * k; ++i) {
-    const int32_t e = ids.data<int32_t>()[i], r = l.dst_row.data<int32_t>()[i];
+    const int32_t e = local(i), r = l.dst_row.data<int32_t>()[i];
     if (e < 0) {
       ASSERT_EQ(r, -1);
       continue;
@@ -91,6 +97,27 @@ TEST(MoeLayout, CpuInvariants) {
         build_moe_layout(ids, l);
         check_layout(l, ids);
       }
+}
+
+// Expert parallelism: a layout of experts [base, base + E) of 32 takes only their slots, and the
+// parts' layouts together hold every slot exactly once.
+TEST(MoeLayout, ExpertPartsTakeTheirSlotsOnly) {
+  Rng rng;
+  for (int64_t T : {1, 7, 300})
+    for (int mode : {0, 1}) {
+      const int64_t k = 6, E_all = 32;
+      Tensor ids = make_ids(T, k, E_all, rng, mode);
+      int64_t held = 0, valid = 0;
+      for (int64_t i = 0; i < T * k; ++i) valid += ids.data<int32_t>()[i] >= 0;
+      for (const auto& [base, E] : {std::pair<int64_t, int64_t>{0, 12}, {12, 20}}) {
+        MoeLayout l = make_moe_layout(T, k, E, 16, Device::cpu());
+        l.expert_base = base;
+        build_moe_layout(ids, l);
+        check_layout(l, ids);
+        for (int64_t i = 0; i < T * k; ++i) held += l.dst_row.data<int32_t>()[i] >= 0;
+      }
+      EXPECT_EQ(held, valid) << "T=" << T << " mode " << mode;
+    }
 }
 
 TEST(MoeLayout, PermuteThenCombineIsWeightedSum) {
@@ -143,5 +170,22 @@ TEST(MoeLayoutCuda, InvariantsPermuteCombine) {
       moe_combine(xp, l, w.to(d), sh.to(d), og);
       moe_combine(xpc, h, w, sh, oc);
       ASSERT_EQ(compare_bf16(og.to(Device::cpu()), oc, 1e-2, 1e-3, "combine"), 0);
+    }
+}
+
+TEST(MoeLayoutCuda, ExpertPartsEqualTheCpu) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  for (int64_t T : {1, 7, 1000})
+    for (const auto& [base, E] : {std::pair<int64_t, int64_t>{0, 100}, {100, 156}, {255, 1}}) {
+      const int64_t k = 6, E_all = 256;
+      Tensor ids = make_ids(T, k, E_all, rng, 0);
+      MoeLayout l = make_moe_layout(T, k, E, 64, d);
+      l.expert_base = base;
+      poison(l.m_indices);
+      poison(l.dst_row);
+      build_moe_layout(ids.to(d), l);
+      check_layout(to_host(l), ids);
     }
 }

@@ -3,6 +3,7 @@
 // default tactic asks the installed tactic chooser (tuned tactics) per routed GEMM.
 #include <cmath>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "common/testing.h"
@@ -61,6 +62,17 @@ MoeLayerWeights to_dev(const MoeLayerWeights& w, Device d) {
   r.w2 = to_device(w.w2, d);
   r.shared_w13 = to_device(w.shared_w13, d);
   r.shared_w2 = to_device(w.shared_w2, d);
+  return r;
+}
+
+// Expert parallelism: the routed experts [base, base + n) of w, with the shared expert or without.
+MoeLayerWeights expert_part(const MoeLayerWeights& w, int64_t base, int64_t n, bool shared) {
+  MoeLayerWeights r = w;
+  for (ExpertWeights* e : {&r.w13, &r.w2}) {
+    e->weight = e->weight.slice(0, base, base + n);
+    if (e->scale.defined()) e->scale = e->scale.slice(0, base, base + n);
+  }
+  if (!shared) r.shared_w13 = r.shared_w2 = ExpertWeights{};
   return r;
 }
 
@@ -164,6 +176,61 @@ TEST(MoeLayer, WorkspaceOnlyGrowsAndShorterCallsMatchAFreshOne) {
   }
 }
 
+// Expert parallelism: two parts of the routed experts (the shared expert in the first) give
+// outputs that add up to the whole layer's within bf16 rounding of the terms, route exactly as
+// the whole layer, and a part none of whose experts a token chose gives that token zeros.
+TEST(MoeLayer, ExpertPartsAddUpToTheLayer) {
+  Rng rng;
+  for (int variant : {0, 1, 2}) {  // V4 MXFP4, GLM FP8, V4 hash layer
+    const bool glm = variant == 1, hash = variant == 2;
+    Model m = make_model(glm, hash, 128, 128, 8, glm ? 3 : 2, rng);
+    const int64_t T = 9, k = m.p.router.topk;
+    Tensor x = random_bf16({T, m.H}, rng);
+    Tensor tok = Tensor::empty({T}, DType::I32);
+    for (int64_t t = 0; t < T; ++t) tok.data<int32_t>()[t] = static_cast<int32_t>(rng.randint(0, 99));
+    const Tensor ids = hash ? tok : Tensor();
+    Tensor full = Tensor::empty({T, m.H}, DType::BF16);
+    MoeWorkspace wsf;
+    moe_layer(x, ids, m.w, m.p, full, wsf);
+    const std::pair<int64_t, int64_t> parts[] = {{0, 3}, {3, 5}};
+    std::vector<Tensor> outs;
+    for (const auto& [base, n] : parts) {
+      MoeLayerParams p = m.p;
+      p.expert_base = base;
+      Tensor o = Tensor::empty({T, m.H}, DType::BF16);
+      poison(o);
+      MoeWorkspace ws;
+      moe_layer(x, ids, expert_part(m.w, base, n, base == 0), p, o, ws);
+      for (int64_t i = 0; i < T * k; ++i)
+        ASSERT_EQ(ws.topk_ids.data<int32_t>()[i], wsf.topk_ids.data<int32_t>()[i]) << "variant " << variant;
+      for (int64_t t = 0; t < T && base > 0; ++t) {
+        bool chosen = false;
+        for (int64_t s = 0; s < k; ++s) {
+          const int32_t e = wsf.topk_ids.data<int32_t>()[t * k + s];
+          chosen = chosen || (e >= base && e < base + n);
+        }
+        for (int64_t h = 0; h < m.H && !chosen; ++h) ASSERT_EQ(bf(o, t * m.H + h), 0.f) << "t=" << t;
+      }
+      outs.push_back(o);
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<float> scale;
+      token_ref(m, x, t, wsf.topk_ids.data<int32_t>() + t * k, wsf.topk_weights.data<float>() + t * k, &scale);
+      for (int64_t h = 0; h < m.H; ++h) {
+        const float sum = bf(outs[0], t * m.H + h) + bf(outs[1], t * m.H + h);
+        ASSERT_TRUE(std::isfinite(sum));
+        ASSERT_NEAR(sum, bf(full, t * m.H + h), 2e-2 * scale[h] + 2e-3) << "variant " << variant << " t=" << t;
+      }
+    }
+  }
+  Model m = make_model(false, false, 128, 128, 8, 2, rng);
+  MoeLayerParams p = m.p;
+  p.expert_base = 6;  // experts [6, 9) of a gate of 8
+  Tensor x = random_bf16({2, 128}, rng), out = Tensor::empty({2, 128}, DType::BF16);
+  MoeWorkspace ws;
+  EXPECT_THROW(moe_layer(x, Tensor(), expert_part(m.w, 0, 3, true), p, out, ws), Error);
+}
+
 TEST(MoeLayer, HashLayerNeedsTokenIds) {
   Rng rng;
   Model m = make_model(false, true, 128, 128, 8, 2, rng);
@@ -205,6 +272,44 @@ TEST(MoeLayerCuda, MatchesCpu) {
       ASSERT_EQ(compare_bf16(got.to(Device::cpu()), want, 3e-2, 3e-2 * rms_bf16(want), "moe layer", &rows), 0)
           << "variant " << variant << " T=" << T;
     }
+  }
+}
+
+// Expert parallelism on CUDA: each part of the experts equals the CPU's same part.
+TEST(MoeLayerCuda, ExpertPartsMatchCpu) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  for (int variant : {0, 1, 2}) {  // V4 MXFP4, GLM FP8, V4 hash layer
+    const bool glm = variant == 1, hash = variant == 2;
+    Model m = make_model(glm, hash, 256, 128, 32, glm ? 8 : 6, rng);
+    if (hash) m.p.alignment = 16;
+    const MoeLayerWeights wd = to_dev(m.w, d);
+    for (int64_t T : {1, 7, 200})
+      for (const auto& [base, n] : {std::pair<int64_t, int64_t>{0, 16}, {16, 16}, {5, 20}}) {
+        Tensor x = random_bf16({T, m.H}, rng, 2.f);
+        Tensor tok = Tensor::empty({T}, DType::I32);
+        for (int64_t t = 0; t < T; ++t) tok.data<int32_t>()[t] = static_cast<int32_t>(rng.randint(0, 99));
+        MoeLayerParams p = m.p;
+        p.expert_base = base;
+        Tensor want = Tensor::empty({T, m.H}, DType::BF16);
+        MoeWorkspace wsc, wsg;
+        moe_layer(x, hash ? tok : Tensor(), expert_part(m.w, base, n, base == 0), p, want, wsc);
+        Tensor got = Tensor::empty({T, m.H}, DType::BF16, d);
+        poison(got);
+        moe_layer(x.to(d), hash ? tok.to(d) : Tensor(), expert_part(wd, base, n, base == 0), p, got, wsg);
+        Tensor gid = wsg.topk_ids.to(Device::cpu());
+        std::vector<int64_t> rows;
+        const int k = m.p.router.topk;
+        for (int64_t t = 0; t < T; ++t) {
+          bool same = true;
+          for (int s = 0; s < k; ++s) same = same && gid.data<int32_t>()[t * k + s] == wsc.topk_ids.data<int32_t>()[t * k + s];
+          if (same) rows.push_back(t);
+        }
+        ASSERT_GE(static_cast<double>(rows.size()), 0.99 * T) << "routing differs on too many tokens";
+        ASSERT_EQ(compare_bf16(got.to(Device::cpu()), want, 3e-2, 3e-2 * rms_bf16(want) + 1e-3, "moe part", &rows), 0)
+            << "variant " << variant << " T=" << T << " experts [" << base << ", " << base + n << ")";
+      }
   }
 }
 

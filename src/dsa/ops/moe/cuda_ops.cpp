@@ -32,7 +32,8 @@ void build_moe_layout(const Tensor& topk_ids, MoeLayout& l) {
   // Padding rows: expert -1, token -1 (0xFF bytes).
   DSA_CUDA_CHECK(cudaMemsetAsync(l.m_indices.raw(), 0xFF, l.m_indices.nbytes(), DSA_CURRENT_STREAM));
   DSA_CUDA_CHECK(cudaMemsetAsync(l.src_token.raw(), 0xFF, l.src_token.nbytes(), DSA_CURRENT_STREAM));
-  launch_layout(topk_ids.data<int32_t>(), l.tokens * l.topk, static_cast<int>(l.topk), static_cast<int>(l.experts),
+  launch_layout(topk_ids.data<int32_t>(), l.tokens * l.topk, static_cast<int>(l.topk), static_cast<int>(l.expert_base),
+                static_cast<int>(l.experts),
                 static_cast<int>(l.alignment), l.expert_counts.data<int32_t>(), l.expert_offsets.data<int32_t>(),
                 l.cursor.data<int32_t>(), l.dst_row.data<int32_t>(), l.m_indices.data<int32_t>(),
                 l.src_token.data<int32_t>());

@@ -47,6 +47,8 @@ static void check_layout(const MoeLayout& l, Device d, const char* what) {
   l.m_indices.check(what, DType::I32, {l.rows_cap});
   l.src_token.check(what, DType::I32, {l.rows_cap});
   l.dst_row.check(what, DType::I32, {l.tokens, l.topk});
+  DSA_CHECK(l.expert_base >= 0 && l.expert_base <= (int64_t{1} << 30), "{}: expert_base {} outside [0, 2^30]", what,
+            l.expert_base);
   DSA_CHECK(l.rows_cap >= moe_rows_upper_bound(l.tokens, l.topk, l.experts, l.alignment),
             "{}: rows_cap {} below the upper bound", what, l.rows_cap);
   DSA_CHECK(l.m_indices.device() == d && l.dst_row.device() == d && l.src_token.device() == d &&
@@ -70,27 +72,31 @@ void build_moe_layout(const Tensor& topk_ids, MoeLayout& l) {
     fail("build_moe_layout: no CUDA in this build");
 #endif
   }
-  const int64_t T = l.tokens, k = l.topk, E = l.experts, a = l.alignment;
+  const int64_t T = l.tokens, k = l.topk, E = l.experts, a = l.alignment, base = l.expert_base;
   const int32_t* ids = topk_ids.data<int32_t>();
+  auto local = [&](int64_t i) -> int64_t {  // the slot's local expert, or -1 when not this layout's
+    const int64_t e = static_cast<int64_t>(ids[i]) - base;
+    return e >= 0 && e < E ? e : -1;
+  };
   auto* counts = l.expert_counts.data<int32_t>();
   auto* offs = l.expert_offsets.data<int32_t>();
   std::fill(counts, counts + E, 0);
   for (int64_t i = 0; i < T * k; ++i)
-    if (ids[i] >= 0 && ids[i] < E) ++counts[ids[i]];
+    if (local(i) >= 0) ++counts[local(i)];
   offs[0] = 0;
   for (int64_t e = 0; e < E; ++e) offs[e + 1] = static_cast<int32_t>(offs[e] + round_up(counts[e], a));
   std::fill(l.m_indices.data<int32_t>(), l.m_indices.data<int32_t>() + l.rows_cap, -1);
   std::fill(l.src_token.data<int32_t>(), l.src_token.data<int32_t>() + l.rows_cap, -1);
   std::vector<int32_t> cursor(offs, offs + E);
   for (int64_t i = 0; i < T * k; ++i) {
-    int32_t e = ids[i];
-    if (e < 0 || e >= E) {
+    const int64_t e = local(i);
+    if (e < 0) {
       l.dst_row.data<int32_t>()[i] = -1;
       continue;
     }
     int32_t r = cursor[e]++;
     l.dst_row.data<int32_t>()[i] = r;
-    l.m_indices.data<int32_t>()[r] = e;
+    l.m_indices.data<int32_t>()[r] = static_cast<int32_t>(e);
     l.src_token.data<int32_t>()[r] = static_cast<int32_t>(i / k);
   }
 }

@@ -22,6 +22,10 @@ int64_t moe_rows_upper_bound(int64_t tokens, int64_t topk, int64_t experts, int6
 
 struct MoeLayout {
   int64_t tokens = 0, topk = 0, experts = 0, alignment = 64, rows_cap = 0;
+  // Expert parallelism: the layout's experts are global ids [expert_base, expert_base + experts)
+  // (m_indices holds local ids, id - expert_base); the other ids are dropped like ids outside
+  // [0, E) (dst_row -1: the slot adds nothing here, another rank's layout holds it).
+  int64_t expert_base = 0;
   Tensor expert_offsets;  // [E+1] i32: first row of each expert; [E] = rows used (aligned)
   Tensor expert_counts;   // [E] i32: valid rows of each expert
   Tensor m_indices;       // [rows_cap] i32: expert of each row, -1 for padding
@@ -36,7 +40,8 @@ MoeLayout make_moe_layout(int64_t tokens, int64_t topk, int64_t experts, int64_t
 // Checks topk_ids [T][k] i32 contiguous against an allocated layout on its device; throws dsa::Error.
 void validate_moe_layout(const Tensor& topk_ids, const MoeLayout& layout);
 
-// Fills `layout` from topk_ids [T][k] i32 (same device). Expert ids outside [0, E) are dropped.
+// Fills `layout` from topk_ids [T][k] i32 (same device). Expert ids outside
+// [expert_base, expert_base + E) are dropped.
 void build_moe_layout(const Tensor& topk_ids, MoeLayout& layout);
 
 // x_perm[r] = x[src_token[r]] for valid rows, zeros for padding rows. x [T][H] bf16,

@@ -51,20 +51,25 @@ void moe_layer(const Tensor& x, const Tensor& token_ids, const MoeLayerWeights& 
   const int64_t T = x.size(0), H = x.size(1);
   w.w13.validate("moe_layer: w13");
   w.w2.validate("moe_layer: w2");
-  const int64_t E = w.w13.experts(), I2 = w.w13.n();
+  const int64_t E = w.w13.experts(), I2 = w.w13.n();  // E: this part's experts (all without EP)
   DSA_CHECK(w.w13.k() == H, "moe_layer: w13 K={} != hidden {}", w.w13.k(), H);
   DSA_CHECK(w.w2.experts() == E && w.w2.n() == H && w.w2.k() * 2 == I2,
             "moe_layer: w2 must be [{}][{}][{}], got E={} N={} K={}", E, H, I2 / 2, w.w2.experts(), w.w2.n(), w.w2.k());
-  DSA_CHECK(w.gate.defined() && w.gate.dim() == 2 && w.gate.size(0) == E,
-            "moe_layer: gate must be [{}][{}], got {}", E, H, w.gate.defined() ? w.gate.str() : "undefined");
+  DSA_CHECK(w.gate.defined() && w.gate.dim() == 2 && w.gate.size(0) >= E,
+            "moe_layer: gate must be [E >= {}][{}], got {}", E, H, w.gate.defined() ? w.gate.str() : "undefined");
+  const int64_t E_all = w.gate.size(0);
+  DSA_CHECK(p.expert_base >= 0 && p.expert_base + E <= E_all,
+            "moe_layer: experts [{}, {}) (expert_base, w13 experts) outside the gate's {} experts", p.expert_base,
+            p.expert_base + E, E_all);
   const bool hash = w.tid2eid.defined();
   DSA_CHECK(!hash || token_ids.defined(), "moe_layer: hash routing (tid2eid given) needs token_ids");
   const int64_t k = p.router.topk;
 
-  Tensor logits = view_of(ws.logits, {T, E}, DType::F32, dev);
+  Tensor logits = view_of(ws.logits, {T, E_all}, DType::F32, dev);
   Tensor topk_ids = view_of(ws.topk_ids, {T, k}, DType::I32, dev);
   Tensor topk_weights = view_of(ws.topk_weights, {T, k}, DType::F32, dev);
   MoeLayout l = layout_view(ws.layout, T, k, E, p.alignment, dev);
+  l.expert_base = p.expert_base;
   router_logits(x, w.gate, logits);
   // Routing (score or hash) and the expert layout: one launch on CUDA for decode sizes.
   route_and_layout(logits, w.gate_bias, hash ? token_ids : Tensor(), w.tid2eid, topk_ids, topk_weights,
@@ -73,7 +78,7 @@ void moe_layer(const Tensor& x, const Tensor& token_ids, const MoeLayerWeights& 
   ExpertGemmParams gp;
   gp.tactic = p.tactic;
   gp.m_alignment = p.alignment;
-  gp.rows_per_expert_hint = static_cast<double>(T) * static_cast<double>(k) / static_cast<double>(E);
+  gp.rows_per_expert_hint = static_cast<double>(T) * static_cast<double>(k) / static_cast<double>(E_all);
   gp.fuse_swiglu = true;
   gp.swiglu_limit = p.swiglu_limit;
   ExpertGemmParams dp = gp;

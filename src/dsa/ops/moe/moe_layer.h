@@ -27,6 +27,11 @@ struct MoeLayerParams {
   int64_t alignment = 64;
   int tactic = -1;            // passed to the expert GEMMs; -1 on CUDA: the installed tuning's
                               // choice per GEMM (ops/tactics/tactic_chooser.h), else the default
+  // Expert parallelism: w13 / w2 hold the routed experts [expert_base, expert_base + E_local) of
+  // the gate's E. Routing is over all E (the same choice on every rank); only this part's slots
+  // are computed, so `out` is this part's share of the routed sum plus the shared expert (give
+  // the shared expert to one part, or a slice of it to each), and the parts add up to the layer.
+  int64_t expert_base = 0;
 };
 
 // Scratch buffers, grown on demand and reused across calls (keeps allocation out of the hot path).

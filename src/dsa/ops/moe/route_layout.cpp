@@ -14,10 +14,14 @@ void route_and_layout(const Tensor& logits, const Tensor& bias, const Tensor& to
   validate_route(logits, hash ? Tensor() : bias, topk_ids, topk_weights, p);
   if (hash) validate_route_hash(logits, token_ids, tid2eid, p);
   validate_moe_layout(topk_ids, l);
-  DSA_CHECK(l.experts == logits.size(1), "route_and_layout: layout has {} experts, logits {}", l.experts,
-            logits.size(1));
+  DSA_CHECK(l.expert_base >= 0 && l.expert_base + l.experts <= logits.size(1),
+            "route_and_layout: layout experts [{}, {}) outside the logits' {} experts", l.expert_base,
+            l.expert_base + l.experts, logits.size(1));
+  // Expert parallelism (the layout holds a part of the experts) takes the separate launches: the
+  // fused kernel routes and lays out over the same experts.
+  const bool all_experts = l.expert_base == 0 && l.experts == logits.size(1);
 #ifdef DSA_WITH_CUDA
-  if (logits.device().is_cuda() && l.tokens >= 1) {
+  if (logits.device().is_cuda() && l.tokens >= 1 && all_experts) {
     cuda::RouteLayoutArgs a{};
     a.logits = logits.data<float>();
     a.bias = !hash && bias.defined() ? bias.data<float>() : nullptr;
@@ -44,6 +48,8 @@ void route_and_layout(const Tensor& logits, const Tensor& bias, const Tensor& to
       return;
     }
   }
+#else
+  (void)all_experts;
 #endif
   if (hash)
     route_hash(logits, token_ids, tid2eid, topk_ids, topk_weights, p);

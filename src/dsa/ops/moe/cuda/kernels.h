@@ -13,7 +13,8 @@ void launch_route(const float* logits, const float* bias, const int32_t* token_i
                   int64_t vocab, int32_t* ids, float* wts, int T, int E, int k, ScoreFunc f, float scaling);
 void launch_router_logits(const void* x, const void* gate, bool gate_f32, float* logits, int T, int E, int H);
 // Counting + aligned offsets, then one row per (token, slot). m_indices/src_token must be -1 already.
-void launch_layout(const int32_t* ids, int64_t n, int k, int E, int align, int32_t* counts, int32_t* offsets,
+// ids are global; experts [base, base + E) are the layout's (local id = id - base).
+void launch_layout(const int32_t* ids, int64_t n, int k, int base, int E, int align, int32_t* counts, int32_t* offsets,
                    int32_t* cursor, int32_t* dst_row, int32_t* m_indices, int32_t* src_token);
 
 // Fused routing + layout (route_layout.cu) for decode sizes: the outputs of launch_route followed

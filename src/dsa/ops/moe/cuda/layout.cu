@@ -14,14 +14,14 @@ namespace {
 // over E with three global stores per expert, ~13 us), written to counts/offsets and to the
 // cursor array that the assignment kernel advances with atomics. (The fused route + layout
 // kernel, route_layout.cu, replaces this and the assignment for decode sizes.)
-__global__ void __launch_bounds__(1024) layout_count_kernel(const int32_t* ids, int64_t n, int E, int align,
+__global__ void __launch_bounds__(1024) layout_count_kernel(const int32_t* ids, int64_t n, int base, int E, int align,
                                                             int32_t* counts, int32_t* offsets, int32_t* cursor) {
   __shared__ int32_t hist[1024];
   __shared__ int scratch[64];
   for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
   __syncthreads();
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const int32_t e = ids[i];
+    const int32_t e = ids[i] - base;  // local id (expert parallelism: base > 0)
     if (e >= 0 && e < E) atomicAdd(&hist[e], 1);
   }
   __syncthreads();
@@ -39,11 +39,11 @@ __global__ void __launch_bounds__(1024) layout_count_kernel(const int32_t* ids, 
 }
 
 // One thread per (token, slot): claims the next row of its expert. Launch: ceil(n/256) x 256.
-__global__ void layout_assign_kernel(const int32_t* ids, int64_t n, int k, int E, int32_t* cursor, int32_t* dst_row,
+__global__ void layout_assign_kernel(const int32_t* ids, int64_t n, int k, int base, int E, int32_t* cursor, int32_t* dst_row,
                                      int32_t* m_indices, int32_t* src_token) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const int32_t e = ids[i];
+  const int32_t e = ids[i] - base;
   if (e < 0 || e >= E) {
     dst_row[i] = -1;
     return;
@@ -143,11 +143,11 @@ __global__ void combine_any_k_kernel(const __nv_bfloat16* y, const int32_t* dst_
 
 }  // namespace
 
-void launch_layout(const int32_t* ids, int64_t n, int k, int E, int align, int32_t* counts, int32_t* offsets,
+void launch_layout(const int32_t* ids, int64_t n, int k, int base, int E, int align, int32_t* counts, int32_t* offsets,
                    int32_t* cursor, int32_t* dst_row, int32_t* m_indices, int32_t* src_token) {
-  layout_count_kernel<<<1, 1024, 0, DSA_CURRENT_STREAM>>>(ids, n, E, align, counts, offsets, cursor);
+  layout_count_kernel<<<1, 1024, 0, DSA_CURRENT_STREAM>>>(ids, n, base, E, align, counts, offsets, cursor);
   if (n > 0)
-    layout_assign_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, DSA_CURRENT_STREAM>>>(ids, n, k, E, cursor, dst_row, m_indices,
+    layout_assign_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, DSA_CURRENT_STREAM>>>(ids, n, k, base, E, cursor, dst_row, m_indices,
                                                                           src_token);
 }
 
