@@ -55,6 +55,8 @@ const bool registered = add_command([](CLI::App& app) {
       sub->add_option("--tensor-parallel-size", opts->tensor_parallel,
                       "Ranks the model is sharded over (GLM-5.1 or DeepSeek-V4; threads of this process; CUDA graphs off)")
           ->capture_default_str();
+      sub->add_flag("--enable-expert-parallel", opts->expert_parallel,
+                    "With --tensor-parallel-size N > 1: the routed experts split by expert over the ranks");
     }
     auto fn = e.fn;
     auto name = e.name;

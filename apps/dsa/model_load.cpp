@@ -37,6 +37,9 @@ void add_dist_options(CLI::App* cmd, DistArgs& a) {
       ->capture_default_str();
   cmd->add_option("--dist-init-addr", a.init_addr,
                   "With --nnodes: HOST:PORT where rank 0 listens and the other ranks connect (TCP)");
+  cmd->add_flag("--enable-expert-parallel", a.expert_parallel,
+               "With --tensor-parallel-size N > 1: split the routed experts by expert (each rank holds N-th of "
+               "them, whole) instead of giving every rank a slice of every expert");
   cmd->add_option("--dist-timeout", a.timeout_s,
                   "With --nnodes: seconds to wait for every rank at start-up and in each collective")
       ->capture_default_str();
@@ -49,9 +52,9 @@ namespace {
 std::string fingerprint(const model::ModelConfig& cfg, int tp_size, const model::LoadModelOptions& lo) {
   return fmt::format(
       "dsa version={}\narch={}\nlayers={}\nhidden_size={}\nnum_attention_heads={}\nvocab_size={}\n"
-      "n_routed_experts={}\ntensor_parallel_size={}\nload_format={}\n",
+      "n_routed_experts={}\ntensor_parallel_size={}\nload_format={}\nexpert_parallel={}\n",
       kVersion, model::arch_name(cfg.arch), cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.vocab_size,
-      cfg.n_routed_experts, tp_size, static_cast<int>(lo.weights.format));
+      cfg.n_routed_experts, tp_size, static_cast<int>(lo.weights.format), lo.expert_parallel);
 }
 
 }  // namespace
@@ -63,10 +66,15 @@ void LoadedModel::serve_rank_steps() {
   log_info("rank {} of {}: rank 0 stopped the group after {} steps", r, tp->size(), steps);
 }
 
-LoadedModel load_model(const std::string& dir, Device dev, int tp_size, const model::LoadModelOptions& lo,
+LoadedModel load_model(const std::string& dir, Device dev, int tp_size, const model::LoadModelOptions& lo_in,
                        int speculative_tokens, const DistArgs& dist) {
-  const model::ModelConfig cfg = model::model_config_for_load(dir, lo.weights.format, lo.weights.layers);
-  engine::check_tensor_parallel_size(cfg, tp_size);
+  const model::ModelConfig cfg = model::model_config_for_load(dir, lo_in.weights.format, lo_in.weights.layers);
+  model::LoadModelOptions lo = lo_in;
+  lo.expert_parallel = lo.expert_parallel || dist.expert_parallel;
+  DSA_CHECK(!lo.expert_parallel || tp_size > 1,
+            "--enable-expert-parallel splits the experts over tensor-parallel ranks: it needs --tensor-parallel-size "
+            "above 1");
+  engine::check_tensor_parallel_size(cfg, tp_size, lo.expert_parallel);
   engine::check_tensor_parallel_options(tp_size, speculative_tokens);
   LoadedModel m;
   DSA_CHECK(dist.nnodes >= 1, "--nnodes must be >= 1, got {}", dist.nnodes);
@@ -91,6 +99,7 @@ LoadedModel load_model(const std::string& dir, Device dev, int tp_size, const mo
              dev.str());
     engine::TpLoadOptions to;
     to.weights = lo.weights;
+    to.expert_parallel = lo.expert_parallel;
     m.tp = std::make_unique<engine::TensorParallelModels>(std::move(comm), dir, dev, to);
     return m;
   }
@@ -104,6 +113,7 @@ LoadedModel load_model(const std::string& dir, Device dev, int tp_size, const mo
   log_info("tensor parallel size {}: loading {} shards on {}", tp_size, tp_size, where);
   engine::TpLoadOptions to;
   to.weights = lo.weights;
+  to.expert_parallel = lo.expert_parallel;
   m.tp = std::make_unique<engine::TensorParallelModels>(dir, tp_size, devs, to);
   return m;
 }

@@ -35,6 +35,10 @@ struct DistArgs {
   int node_rank = 0;
   std::string init_addr;
   int timeout_s = 600;  // start-up and per-collective bound
+  // --enable-expert-parallel: with --tensor-parallel-size N > 1, split the routed experts by
+  // expert across the ranks (docs/parallelism.md); not a multi-process option, but every command
+  // that takes the ones above takes it.
+  bool expert_parallel = false;
 };
 void add_dist_options(CLI::App* cmd, DistArgs& a);
 

@@ -100,11 +100,12 @@ void expect_clean_error(const CliResult& r, const std::string& part) {
   EXPECT_HAS(r.out, "dsa: error: " + part);
 }
 
-void expect_generate_over_two_ranks(const std::string& dir) {
+// `flags`: more options of the TP = 2 run (--enable-expert-parallel).
+void expect_generate_over_two_ranks(const std::string& dir, const std::string& flags = "") {
   const std::string gen = "generate --model " + dir + " --prompt-ids 5,9,2,7,11,3 --max-tokens 6";
   const CliResult one = run_dsa(gen + " --show-top 2");  // the whole model, with each step's two best logits
   ASSERT_EQ(one.rc, 0) << one.out;
-  const CliResult two = run_dsa(gen + " --tensor-parallel-size 2");
+  const CliResult two = run_dsa(gen + " --tensor-parallel-size 2" + flags);
   ASSERT_EQ(two.rc, 0) << two.out;
   EXPECT_HAS(two.out, "on cpu x 2 ranks");
   // The greedy ids of TP = 2 are those of the whole model up to a near tie: the ranks' bf16
@@ -131,6 +132,12 @@ TEST(TensorParallelCli, GenerateOverTwoRanks) {
 TEST(TensorParallelCli, DeepseekV4GenerateOverTwoRanks) {
   DSA_REQUIRE_DSA_BINARY();
   expect_generate_over_two_ranks(dirs().v4_tp);
+}
+
+TEST(TensorParallelCli, GenerateOverTwoExpertParallelRanks) {
+  DSA_REQUIRE_DSA_BINARY();
+  expect_generate_over_two_ranks(dirs().glm, " --enable-expert-parallel");
+  expect_generate_over_two_ranks(dirs().v4_tp, " --enable-expert-parallel");
 }
 
 TEST(TensorParallelCli, BenchDecodeReportsTheAllReduce) {
@@ -176,6 +183,12 @@ TEST(TensorParallelCli, BadSizesAreCleanErrors) {
   expect_clean_error(run_dsa("bench decode --model " + dirs().glm +
                              " --on cpu --batch 1 --context 8 --tensor-parallel-size 3"),
                      "tensor parallel size (--tensor-parallel-size) 3 does not divide");
+  expect_clean_error(run_dsa("generate --model " + dirs().glm + gen + " --enable-expert-parallel"),
+                     "--enable-expert-parallel splits the experts over tensor-parallel ranks: it needs "
+                     "--tensor-parallel-size above 1");
+  expect_clean_error(run_dsa("bench decode --model " + dirs().glm +
+                             " --on cpu --batch 1 --context 8 --enable-expert-parallel"),
+                     "--enable-expert-parallel splits the experts over tensor-parallel ranks");
 #ifdef DSA_TEST_HAVE_SERVER
   expect_clean_error(run_dsa("serve --model " + dirs().glm + " --port 0 --no-tokenizer --tensor-parallel-size 3"),
                      "tensor parallel size (--tensor-parallel-size) 3 does not divide num_attention_heads (4)");

@@ -40,20 +40,23 @@ model::LoadModelOptions quiet() {
   return o;
 }
 
-void expect_v4_tp_matches(int tp, Device dev = Device::cpu()) {
+// ep: expert parallelism (routed experts split by expert over the ranks).
+void expect_v4_tp_matches(int tp, Device dev = Device::cpu(), bool ep = false) {
   const std::string& dir = test::tp_v4_checkpoint_dir();
   std::unique_ptr<model::CausalLM> whole = model::load_causal_lm(dir, dev, quiet());
   const int64_t V = whole->config().vocab_size, hidden = whole->config().hidden_size;
   const int layers = whole->config().num_layers;
-  std::printf("checkpoint seed %llu, prompt seed %llu, tp %d on %s\n",
+  std::printf("checkpoint seed %llu, prompt seed %llu, tp %d%s on %s\n",
               static_cast<unsigned long long>(test::kTpCheckpointSeed), static_cast<unsigned long long>(kPromptSeed),
-              tp, dev.str().c_str());
+              tp, ep ? " (expert parallel)" : "", dev.str().c_str());
   // 7 and 13 tokens, then 4 decode steps: the CSA layers' entries close at positions 3, 7, 11, 15
   // during prefill and decode alike.
   const auto prompts = test::random_prompts({7, 13}, V, kPromptSeed);
   std::vector<std::vector<int32_t>> next;
   const std::vector<Tensor> ref = test::greedy_reference(*whole, prompts, 4, next);
-  TensorParallelSession tps(dir, tp, dev);
+  TpSessionOptions so;
+  so.expert_parallel = ep;
+  TensorParallelSession tps(dir, tp, dev, so);
   const std::vector<Tensor> got = drive(tps, prompts, next);
   // The ranks' partial sums of wo_b and of the experts' w2 are rounded to bf16 before the
   // all-reduce (the whole model rounds the full sum once): a few bf16 ulps of the block outputs
@@ -68,6 +71,12 @@ void expect_v4_tp_matches(int tp, Device dev = Device::cpu()) {
 
 TEST(TensorParallelV4, Tp2MatchesTheWholeModel) { expect_v4_tp_matches(2); }
 TEST(TensorParallelV4, Tp4MatchesTheWholeModel) { expect_v4_tp_matches(4); }
+TEST(TensorParallelV4, Ep2MatchesTheWholeModel) { expect_v4_tp_matches(2, Device::cpu(), true); }
+TEST(TensorParallelV4, Ep4MatchesTheWholeModel) { expect_v4_tp_matches(4, Device::cpu(), true); }
+TEST(TensorParallelV4, CudaEp2MatchesTheWholeModel) {
+  DSA_REQUIRE_CUDA();
+  expect_v4_tp_matches(2, Device::cuda(0), true);
+}
 // On one GPU: every rank on cuda:0, each on its own thread and stream, at the same time.
 TEST(TensorParallelV4, CudaTp2MatchesTheWholeModel) {
   DSA_REQUIRE_CUDA();
@@ -111,6 +120,13 @@ TEST(TensorParallelV4, ConfigsThatCannotBeShardedAreRefused) {
             "tensor parallel size (--tensor-parallel-size) 3 does not divide moe_intermediate_size (640)");
   EXPECT_EQ(error_of([&] { model::v4::check_tensor_parallel(c, 0); }),
             "tensor parallel size (--tensor-parallel-size) must be >= 1, got 0");
+  // Expert parallelism: the size must divide the routed experts too (only then).
+  model::ModelConfig e = model::model_config_for_load(test::tp_v4_checkpoint_dir(), model::LoadFormat::Auto);
+  e.n_routed_experts = 6;
+  EXPECT_NO_THROW(model::v4::check_tensor_parallel(e, 2, true));
+  EXPECT_NO_THROW(model::v4::check_tensor_parallel(e, 4, false));
+  EXPECT_EQ(error_of([&] { model::v4::check_tensor_parallel(e, 4, true); }),
+            "--enable-expert-parallel: tensor parallel size 4 does not divide n_routed_experts (6)");
 }
 
 // --load-format dummy: each rank fills the whole model on its host and cuts its shard, as from a

@@ -27,6 +27,7 @@ struct Options {
   std::string graphs = "both";   // decode: "on" (CUDA graphs), "off" (eager) or "both" (each shape twice)
   std::string device_name = "cuda";  // "cpu" runs on the host (tiny presets; a smoke run)
   int tensor_parallel = 1;           // decode: ranks the model is sharded over (docs/parallelism.md)
+  bool expert_parallel = false;      // decode: routed experts split by expert over those ranks
   std::string speculative;           // decode: --speculative-tokens list ("1,2,3"); empty = no speculative rows
 };
 

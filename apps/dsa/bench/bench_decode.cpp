@@ -417,7 +417,7 @@ std::vector<Row> run(const Options& o) {
   }
   const auto load_start = std::chrono::steady_clock::now();
   cli::LoadedModel loaded =
-      cli::load_model(dir, dev, o.tensor_parallel, {.progress = false, .mtp = nmax > 0, .weights = source}, nmax);
+      cli::load_model(dir, dev, o.tensor_parallel, {.progress = false, .expert_parallel = o.expert_parallel, .mtp = nmax > 0, .weights = source}, nmax);
   std::printf("model loaded in %.1f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
   model::CausalLM* lm = &loaded.lm();

@@ -8,16 +8,19 @@
 
 namespace dsa::engine {
 
-void check_tensor_parallel_size(const model::ModelConfig& cfg, int size) {
+void check_tensor_parallel_size(const model::ModelConfig& cfg, int size, bool expert_parallel) {
   DSA_CHECK(size >= 1, "tensor parallel size (--tensor-parallel-size) must be >= 1, got {}", size);
   if (size == 1) return;
-  if (cfg.arch == model::Arch::DeepseekV4) return model::v4::check_tensor_parallel(cfg, size);
+  if (cfg.arch == model::Arch::DeepseekV4) return model::v4::check_tensor_parallel(cfg, size, expert_parallel);
   DSA_CHECK(cfg.arch == model::Arch::GlmMoeDsa,
             "tensor parallel size (--tensor-parallel-size) {}: the {} architecture is not sharded yet; use size 1",
             size, model::arch_name(cfg.arch));
   DSA_CHECK(cfg.num_heads % size == 0,
             "tensor parallel size (--tensor-parallel-size) {} does not divide num_attention_heads ({})", size,
             cfg.num_heads);
+  DSA_CHECK(!expert_parallel || cfg.n_routed_experts % size == 0,
+            "--enable-expert-parallel: tensor parallel size {} does not divide n_routed_experts ({})", size,
+            cfg.n_routed_experts);
 }
 
 void check_tensor_parallel_options(int size, int speculative_tokens) {
@@ -42,6 +45,7 @@ std::unique_ptr<model::CausalLM> load_rank(const std::string& dir, Device dev, m
   lo.progress = false;
   lo.shards = shards;
   lo.weights = opt.weights;
+  lo.expert_parallel = opt.expert_parallel;
   return model::load_causal_lm(dir, dev, lo);
 }
 }  // namespace
@@ -50,7 +54,8 @@ TensorParallelModels::TensorParallelModels(const std::string& dir, int size, con
                                            const TpLoadOptions& opt)
     : group_(std::make_unique<parallel::InProcessGroup>(std::max(size, 1), opt.group)),
       threads_(std::make_unique<parallel::RankThreads>(*group_)) {
-  check_tensor_parallel_size(model::model_config_for_load(dir, opt.weights.format, opt.weights.layers), size);
+  check_tensor_parallel_size(model::model_config_for_load(dir, opt.weights.format, opt.weights.layers), size,
+                             opt.expert_parallel);
   DSA_CHECK(devices.size() == 1 || devices.size() == static_cast<size_t>(size),
             "tensor parallel: {} devices for {} ranks (give one, or one per rank)", devices.size(), size);
   ranks_.resize(static_cast<size_t>(size));
@@ -65,7 +70,8 @@ TensorParallelModels::TensorParallelModels(std::unique_ptr<parallel::Communicato
                                            Device device, const TpLoadOptions& opt)
     : comm_(std::move(comm)) {
   DSA_CHECK(comm_ != nullptr, "tensor parallel: no communicator");
-  check_tensor_parallel_size(model::model_config_for_load(dir, opt.weights.format, opt.weights.layers), comm_->size());
+  check_tensor_parallel_size(model::model_config_for_load(dir, opt.weights.format, opt.weights.layers), comm_->size(),
+                             opt.expert_parallel);
   ranks_.resize(static_cast<size_t>(comm_->size()));
   Rank& k = ranks_[static_cast<size_t>(comm_->rank())];
   k.shards = std::make_unique<CommunicatorShards>(*comm_);

@@ -29,13 +29,15 @@ struct TpLoadOptions {
   // Checkpoint or dummy weights (model::LoadModelOptions::weights). A dummy load fills the whole
   // model on each rank's host and then shards it, like a checkpoint (no per-rank fill yet).
   model::WeightSource weights;
+  bool expert_parallel = false;  // routed experts split by expert (model::LoadModelOptions::expert_parallel)
 };
 
 // Throws dsa::Error naming the value unless `size` can shard the model of `cfg`: >= 1, dividing
 // the attention heads; DeepSeek-V4 also o_groups and 128-multiple expert slices
 // (model/deepseek_v4/sharding.h). Reads only the config, so a command refuses before any weight
 // loads (GLM's own shard checks, such as its 128-multiple intermediate slices, come while loading).
-void check_tensor_parallel_size(const model::ModelConfig& cfg, int size);
+// With expert_parallel, size must also divide n_routed_experts.
+void check_tensor_parallel_size(const model::ModelConfig& cfg, int size, bool expert_parallel = false);
 
 // Throws unless the engine options go with `size` ranks: speculative decoding (the MTP layer is
 // not sharded) only at size 1.

@@ -6,7 +6,7 @@ namespace dsa::engine {
 
 TensorParallelSession::TensorParallelSession(const std::string& dir, int size, Device device,
                                              const TpSessionOptions& opt)
-    : models_(dir, size, {device}, TpLoadOptions{opt.group}), logits_(static_cast<size_t>(size)) {
+    : models_(dir, size, {device}, TpLoadOptions{opt.group, {}, opt.expert_parallel}), logits_(static_cast<size_t>(size)) {
   for (int r = 0; r < size; ++r) sessions_.push_back(std::make_unique<Session>(models_.model(r), opt.session));
 }
 

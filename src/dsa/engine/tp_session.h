@@ -19,6 +19,7 @@ namespace dsa::engine {
 struct TpSessionOptions {
   SessionOptions session;
   parallel::InProcessOptions group;
+  bool expert_parallel = false;  // TpLoadOptions::expert_parallel
 };
 
 class TensorParallelSession {

@@ -12,6 +12,7 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, Device device, 
     case Arch::GlmMoeDsa: {
       glm5::Options o;
       o.shards = opt.shards;
+      o.expert_parallel = opt.expert_parallel;
       o.load_mtp = opt.mtp;
       o.weights = opt.weights;
       return std::make_unique<glm5::Model>(dir, device, o);
@@ -22,7 +23,8 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, Device device, 
           v4::V4Options{.progress = opt.progress,
                         .load_mtp = opt.mtp,
                         .weights = opt.weights,
-                        .shards = opt.shards && opt.shards->size() > 1 ? opt.shards : nullptr});
+                        .shards = opt.shards && opt.shards->size() > 1 ? opt.shards : nullptr,
+                        .expert_parallel = opt.expert_parallel});
   }
   fail("load_causal_lm: no forward for architecture {} yet ({})", arch_name(cfg.arch), dir);
 }

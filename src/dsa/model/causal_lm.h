@@ -57,6 +57,9 @@ struct LoadModelOptions {
   // Tensor parallelism: load this rank's shard and all-reduce over it (docs/parallelism.md);
   // null = the whole model. Must outlive the model.
   ShardGroup* shards = nullptr;
+  // With shards: expert parallelism, the routed experts split by expert across the ranks instead
+  // of every rank holding a slice of each (--enable-expert-parallel; docs/parallelism.md).
+  bool expert_parallel = false;
   // Load the MTP layer onto the device too (speculative decoding, docs/speculative-decoding.md):
   // one more layer of memory, so only when asked for (`--speculative-tokens` > 0).
   bool mtp = false;

@@ -310,7 +310,7 @@ std::unique_ptr<DeepseekV4Model> load_deepseek_v4_model(const std::string& dir, 
               "deepseek_v4: no CUDA device {} ({})", device.index, cuda_unavailable_reason());
   ModelConfig config = model_config_for_load(dir, opt.weights.format, opt.weights.layers);
   DSA_CHECK(config.arch == Arch::DeepseekV4, "deepseek_v4: {} holds a {} model", dir, arch_name(config.arch));
-  const TpShard tp = opt.shards ? tp_shard(config, opt.shards->rank(), opt.shards->size()) : TpShard{};
+  const TpShard tp = opt.shards ? tp_shard(config, opt.shards->rank(), opt.shards->size(), opt.expert_parallel) : TpShard{};
   if (opt.weights.dummy()) {
     // Filled where the model keeps them (device-direct on CUDA, experts pre-stacked): the
     // build below copies nothing but the small widened scales. A tensor-parallel rank fills the

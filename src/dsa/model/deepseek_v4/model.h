@@ -32,6 +32,8 @@ struct V4Options {
   // all-reduces the partial sums of its attention and MoE over `shards`. Null (or size 1): the
   // whole model. Must outlive the model.
   ShardGroup* shards = nullptr;
+  // With shards: split the routed experts by expert instead of by intermediate slice (sharding.h).
+  bool expert_parallel = false;
 };
 
 class DeepseekV4Model final : public CausalLM {

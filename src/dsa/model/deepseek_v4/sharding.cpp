@@ -4,9 +4,12 @@
 
 namespace dsa::model::v4 {
 
-void check_tensor_parallel(const ModelConfig& c, int size) {
+void check_tensor_parallel(const ModelConfig& c, int size, bool ep) {
   DSA_CHECK(size >= 1, "tensor parallel size (--tensor-parallel-size) must be >= 1, got {}", size);
   if (size == 1) return;
+  DSA_CHECK(!ep || c.n_routed_experts % size == 0,
+            "--enable-expert-parallel: tensor parallel size {} does not divide n_routed_experts ({})", size,
+            c.n_routed_experts);
   DSA_CHECK(c.num_heads % size == 0,
             "tensor parallel size (--tensor-parallel-size) {} does not divide num_attention_heads ({})", size,
             c.num_heads);
@@ -22,14 +25,16 @@ void check_tensor_parallel(const ModelConfig& c, int size) {
             size, I, size, I / size);
 }
 
-TpShard tp_shard(const ModelConfig& c, int rank, int size) {
-  check_tensor_parallel(c, size);
+TpShard tp_shard(const ModelConfig& c, int rank, int size, bool ep) {
+  check_tensor_parallel(c, size, ep);
   TpShard s;
   s.rank = rank;
   s.size = size;
   s.heads = rank_range(c.num_heads, rank, size, "num_attention_heads");
   s.groups = rank_range(c.o_groups, rank, size, "o_groups");
   s.inter = rank_range(c.moe_intermediate_size, rank, size, "moe_intermediate_size");
+  s.ep = ep && size > 1;
+  s.experts = s.ep ? rank_range(c.n_routed_experts, rank, size, "n_routed_experts") : Range{0, c.n_routed_experts};
   return s;
 }
 

@@ -5,6 +5,9 @@
 //   column-parallel:  w1 / w3 of every routed expert and of the shared expert (the rank's slice of
 //                     the intermediate dim); w2 row-parallel over the same slice -> partial sum,
 //                     all-reduced (one all-reduce for the whole MoE)
+//   expert-parallel:  with --enable-expert-parallel the routed experts are split by expert instead
+//                     (rank r keeps experts [r E/size, (r+1) E/size), whole); the shared expert
+//                     stays column/row-parallel; the MoE's one all-reduce adds both
 //   replicated:       embedding, head, norms, mHC, wq_a / q_norm (q_res feeds every head and the
 //                     indexer), wkv / kv_norm (one latent per token), the compressors, the indexer
 //                     (its top-k must be the same on every rank), the router
@@ -23,7 +26,9 @@ struct TpShard {
   int rank = 0, size = 1;
   Range heads;     // of num_attention_heads
   Range groups;    // of o_groups
-  Range inter;     // of moe_intermediate_size (routed and shared experts)
+  Range inter;     // of moe_intermediate_size (the shared expert; the routed ones unless ep)
+  Range experts;   // of n_routed_experts: the routed experts the rank keeps (all unless ep)
+  bool ep = false; // expert parallelism: routed experts split by `experts`, each whole
   bool split() const { return size > 1; }
 };
 
@@ -31,9 +36,10 @@ struct TpShard {
 // dividing num_attention_heads and o_groups, and leaving each rank a slice of
 // moe_intermediate_size that is a multiple of 128 (the expert GEMMs' K: the down projection reads
 // the slice). Reads only the config, so a command can refuse before any weight loads.
-void check_tensor_parallel(const ModelConfig& c, int size);
+// With `ep` (expert parallelism) size must also divide n_routed_experts.
+void check_tensor_parallel(const ModelConfig& c, int size, bool ep = false);
 
 // The ranges of rank `rank` of `size` (checked as above).
-TpShard tp_shard(const ModelConfig& c, int rank, int size);
+TpShard tp_shard(const ModelConfig& c, int rank, int size, bool ep = false);
 
 }  // namespace dsa::model::v4

@@ -121,13 +121,23 @@ std::optional<ops::ExpertWeights> prestacked(const LoadedWeights& w, const std::
   return out;
 }
 
+// Experts [r.begin, r.end) of a stack (expert parallelism on a pre-stacked dummy load: views, so
+// the whole stack stays allocated; a checkpoint load stacks only the rank's experts).
+ops::ExpertWeights expert_range(ops::ExpertWeights s, Range r) {
+  if (r.size() == 0 || (r.begin == 0 && r.end == s.experts())) return s;
+  s.weight = s.weight.slice(0, r.begin, r.end);
+  if (s.scale.defined()) s.scale = s.scale.slice(0, r.begin, r.end);
+  return s;
+}
+
 // Gate/up weights of experts [first, first+count) concatenated as [count][2I][...]: w1 rows then
 // w3 rows, for the weight and for the scale (MXFP4: per-row scales; FP8: 128-row blocks, so I must
 // be a multiple of 128; BF16: no scale), copied once from the (memory-mapped) checkpoint into `dev`.
 // `inter`: the rank's rows of w1 and w3 (tensor parallelism; Cut::All: every row).
 ops::ExpertWeights stack_w13(const LoadedWeights& w, const std::vector<std::string>& prefixes, ops::WeightFormat fmt,
-                             Device dev, const std::string& key, const Cut& inter = {}) {
+                             Device dev, const std::string& key, const Cut& inter = {}, Range experts = {}) {
   if (auto s = prestacked(w, key, "w13", fmt, dev)) {
+    s = expert_range(*s, experts);
     if (inter.dim == Cut::All) return *s;
     const int64_t I = s->n() / 2;  // the whole stack, filled in place (dummy loads): cut it
     return expert_rows(*s, {inter.range, {I + inter.range.begin, I + inter.range.end}}, key + "w13");
@@ -169,9 +179,11 @@ ops::ExpertWeights stack_w13(const LoadedWeights& w, const std::vector<std::stri
 
 // `inter`: the rank's columns of w2 (the same slice as stack_w13's rows).
 ops::ExpertWeights stack_w2(const LoadedWeights& w, const std::vector<std::string>& prefixes, ops::WeightFormat fmt,
-                            Device dev, const std::string& key, const Cut& inter = {}) {
-  if (auto s = prestacked(w, key, "w2", fmt, dev))
+                            Device dev, const std::string& key, const Cut& inter = {}, Range experts = {}) {
+  if (auto s = prestacked(w, key, "w2", fmt, dev)) {
+    s = expert_range(*s, experts);
     return inter.dim == Cut::All ? *s : expert_cols(*s, {inter.range}, key + "w2");
+  }
   ops::ExpertWeights out;
   out.format = fmt;
   const bool scaled = fmt != ops::WeightFormat::BF16;
@@ -256,11 +268,16 @@ LayerWeights layer_weights(const LoadedWeights& w, const std::string& p, int rat
     L.moe.tid2eid = as_i32(w.get(f + "gate.tid2eid")).to(dev);
   else
     L.moe.gate_bias = w.get(f + "gate.bias").to(dev);
+  // Routed experts: every expert's slice of the intermediate dim, or (expert parallelism) the
+  // rank's experts whole.
+  const Range er = tp.ep ? tp.experts : Range{0, c.n_routed_experts};
   std::vector<std::string> experts;
-  for (int e = 0; e < c.n_routed_experts; ++e) experts.push_back(fmt::format("{}experts.{}.", f, e));
+  for (int64_t e = er.begin; e < er.end; ++e) experts.push_back(fmt::format("{}experts.{}.", f, e));
   const ops::WeightFormat ef = expert_format(w, experts[0] + "w1.weight");
-  L.moe.w13 = stack_w13(w, experts, ef, dev, f + "experts.", inter_rows);
-  L.moe.w2 = stack_w2(w, experts, ef, dev, f + "experts.", inter_cols);
+  const Cut routed_rows = tp.ep ? Cut{} : inter_rows, routed_cols = tp.ep ? Cut{} : inter_cols;
+  L.moe.w13 = stack_w13(w, experts, ef, dev, f + "experts.", routed_rows, tp.ep ? er : Range{});
+  L.moe.w2 = stack_w2(w, experts, ef, dev, f + "experts.", routed_cols, tp.ep ? er : Range{});
+  L.expert_base = er.begin;
   if (c.n_shared_experts > 0) {
     const std::vector<std::string> shared{f + "shared_experts."};
     const ops::WeightFormat sf = expert_format(w, shared[0] + "w1.weight");

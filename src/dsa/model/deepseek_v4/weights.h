@@ -51,6 +51,7 @@ struct LayerWeights {
   CompressorWeights idx_compressor;
   // MoE
   ops::MoeLayerWeights moe;
+  int64_t expert_base = 0;  // expert parallelism: moe.w13 / w2 hold experts [base, base + their count)
 };
 
 // One MTP layer (`mtp.N.`, docs/speculative-decoding.md): x = e_proj(enorm(embed(next token)))

@@ -22,6 +22,7 @@ Tensor mlp_block(const LayerWeights& w, const Tensor& x, const MlpConfig& cfg, o
   p.router.topk = cfg.topk;
   p.router.routed_scaling = cfg.routed_scaling;
   p.swiglu_limit = 0.f;
+  p.expert_base = w.expert_base;
   ops::moe_layer(x, Tensor(), w.moe, p, out, ws);
   return out;
 }

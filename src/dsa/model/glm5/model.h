@@ -23,6 +23,7 @@ struct Options {
   // Tensor parallelism: the model is this rank's shard (sharding.h) and all-reduces the partial
   // sums of its attention and MLP blocks over `shards`. Null (or size 1): the whole model.
   ShardGroup* shards = nullptr;
+  bool expert_parallel = false;         // with shards: routed experts split by expert (sharding.h)
   bool load_mtp = false;                // the MTP layer (draft(); LoadModelOptions::mtp)
   // Checkpoint or dummy weights (LoadModelOptions::weights). Dummy weights are filled on the
   // host (multi-threaded) and then built and moved like a checkpoint's: host memory holds the

@@ -46,7 +46,7 @@ int64_t tp_local_heads(const weights::Glm5Dims& d, int size) {
   return d.heads / size;
 }
 
-void shard_weights(Weights& w, const weights::Glm5Dims& d, int rank, int size) {
+void shard_weights(Weights& w, const weights::Glm5Dims& d, int rank, int size, bool ep) {
   if (size == 1) return;
   const Range h = rank_range(d.heads, rank, size, "num_attention_heads");
   const int64_t qd = d.qk_nope + d.qk_rope;
@@ -60,7 +60,23 @@ void shard_weights(Weights& w, const weights::Glm5Dims& d, int rank, int size) {
     if (L.dense) {
       shard_swiglu(L.moe.shared_w13, L.moe.shared_w2, rank, size, at + " dense MLP");
     } else {
-      shard_swiglu(L.moe.w13, L.moe.w2, rank, size, at + " routed experts");
+      if (ep) {
+        // Whole experts: the rank's part of the stacks (copied, so the others' memory goes).
+        const Range e = rank_range(L.moe.w13.experts(), rank, size, "--enable-expert-parallel: " + at + " routed experts");
+        const auto own = [&](const Tensor& t) {
+          const Tensor part = t.slice(0, e.begin, e.end);
+          Tensor copy = Tensor::empty(part.shape(), part.dtype(), part.device());
+          copy.copy_from(part);
+          return copy;
+        };
+        for (ops::ExpertWeights* x : {&L.moe.w13, &L.moe.w2}) {
+          x->weight = own(x->weight);
+          if (x->scale.defined()) x->scale = own(x->scale);
+        }
+        L.expert_base = e.begin;
+      } else {
+        shard_swiglu(L.moe.w13, L.moe.w2, rank, size, at + " routed experts");
+      }
       if (L.moe.shared_w13.weight.defined())
         shard_swiglu(L.moe.shared_w13, L.moe.shared_w2, rank, size, at + " shared expert");
     }

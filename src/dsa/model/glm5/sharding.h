@@ -4,6 +4,8 @@
 //   column-parallel:  gate/up of the dense MLP, the shared expert and every routed expert (the
 //                     rank's slice of each intermediate dim); down_proj row-parallel over the
 //                     same slice -> partial sum, all-reduced (one all-reduce per MLP / MoE)
+//   expert-parallel:  with --enable-expert-parallel the routed experts are split by expert instead
+//                     (whole experts per rank); the shared expert stays column/row-parallel
 //   replicated:       embedding, q_a / kv_a (the latent KV is per token, so every rank writes its
 //                     own full copy of the latent cache), norms, indexer, router, LM head
 #pragma once
@@ -20,6 +22,8 @@ int64_t tp_local_heads(const weights::Glm5Dims& d, int size);
 // Replaces the split weights of `w` (the full model) by rank's shard; the replicated ones stay.
 // Throws dsa::Error naming the weight when `size` does not divide a split dim, or when a rank's
 // intermediate slice is not a multiple of 128 (the down GEMM's K, and the FP8 scale blocks).
-void shard_weights(Weights& w, const weights::Glm5Dims& d, int rank, int size);
+// `ep` (expert parallelism): the routed experts are split by expert instead (the rank keeps
+// experts [r E/size, (r+1) E/size) whole; LayerWeights::expert_base); size must divide their count.
+void shard_weights(Weights& w, const weights::Glm5Dims& d, int rank, int size, bool ep = false);
 
 }  // namespace dsa::model::glm5

@@ -51,6 +51,7 @@ struct LayerWeights {
   IndexerWeights indexer;
   bool dense = false;
   ops::MoeLayerWeights moe;      // dense layers: shared_w13/shared_w2 hold the dense MLP
+  int64_t expert_base = 0;       // expert parallelism: moe.w13 / w2 hold experts [base, base + their count)
 };
 
 // The MTP layer (`model.layers.{num_hidden_layers}.`, docs/speculative-decoding.md):
