@@ -59,7 +59,7 @@ void expect_tp_matches(int tp, bool fp8, Device dev = Device::cpu(), bool ep = f
   // the full sum once): a few bf16 ulps of the block outputs, through 4 layers (measured
   // 0.050-0.066 at max |logit| 3.2-4.0: 1.4-2.0 % where the bound allows 2 %).
   // Expert parallelism rounds other partial sums (a rank's experts whole plus its shared-expert
-  // slice): measured on the CPU 0.061-0.069 at max |logit| 3.2-4.0 (1.7-2.1 %), TP = 2 and 4.
+  // slice): measured on the CPU 0.061-0.069 at max |logit| 3.2-4.0 (1.6-2.1 %), TP = 2 and 4.
   test::expect_logits_close(got, ref, V, ep ? 0.025f : 0.02f, tp);
   test::expect_ranks_agree(tps, tp);
   // Two all-reduces per layer of bf16 [T][hidden]: 4 layers x 2 x T x 256 x 2 bytes per step.
