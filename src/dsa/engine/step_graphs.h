@@ -49,7 +49,7 @@ class ShapeKey {
   uint64_t hash() const { return h_; }
   const std::vector<uint64_t>& words() const { return words_; }
   bool operator==(const ShapeKey& o) const { return words_ == o.words_; }
-  // The words that differ from `prev`, named ("logits address: 0x.. -> 0x.., up[3] dim: 32 -> 64"),
+  // The words that differ from `prev`, named ("logits address: 0x.. -> 0x.., upload dim[3]: 0x20 -> 0x40"),
   // at most `max_items` of them; "" when equal. Says why a step found no graph (debug log).
   std::string diff(const ShapeKey& prev, int max_items = 8) const;
 
