@@ -306,7 +306,7 @@ TEST(ModelopsIndexer, CudaFastSelectEqualsOldPathAndCpu) {
   // radix), its tie ranks at the threshold (by index, through a block prefix sum) and its bucket
   // sort (with its fallback to a bitonic sort when a bucket is crowded): distinct scores, 4
   // distinct values, every score equal, -inf with signed zeros and tiny values, far outliers, 64
-  // levels; every entry visible, a random visibility, visibility around topk (topk - 1 .. topk + 1)
+  // levels, log-normal scores, scores of both signs; every entry visible, a random visibility, visibility around topk (topk - 1 .. topk + 1)
   // and topk > visibility; topk 3..2048; N just below / at / above topk, odd N, N = 16384 (the
   // path's limit); T 1, 3 and 8.
   const uint64_t seed = 20261203;
@@ -317,7 +317,7 @@ TEST(ModelopsIndexer, CudaFastSelectEqualsOldPathAndCpu) {
                                                 {5, 3}, {12345, 2048}, {4099, 64}};
   for (const auto& [N, K] : shapes)
     for (const int64_t T : {1, 3, 8})
-      for (int kind = 0; kind < 6; ++kind)
+      for (int kind = 0; kind < 8; ++kind)
         for (int vis_mode = 0; vis_mode < 4; ++vis_mode) {
           Tensor sc = Tensor::empty({T, N}, DType::F32);
           Tensor pos = Tensor::empty({T}, DType::I32);
@@ -339,7 +339,9 @@ TEST(ModelopsIndexer, CudaFastSelectEqualsOldPathAndCpu) {
                   break;
                 }
                 case 4: v = rng.uniform(0.f, 1.f) * (e % 97 == 0 ? 1e4f : 1.f); break;
-                default: v = static_cast<float>(rng.randint(0, 63)) / 8 - 3;
+                case 5: v = static_cast<float>(rng.randint(0, 63)) / 8 - 3; break;
+                case 6: v = std::exp(rng.normal(0.f, 3.f)); break;
+                default: v = rng.normal(0.f, 1.f);  // the threshold near 0: buckets linear in the score
               }
               sc.data<float>()[t * N + e] = v;
             }

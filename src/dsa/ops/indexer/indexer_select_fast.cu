@@ -20,7 +20,8 @@
 //      index order (they all have the smallest chosen value).
 //   3. The other chosen keys G (> thr, or >= thr when whole; k - left of them) are ordered by a
 //      bucket sort: bucket b = (key - thr) >> shift, shift the least with (max - thr) >> shift <
-//      kBuckets, so a larger bucket holds larger values. A histogram of the buckets, a block
+//      kBuckets (or linear in the score when thr < 0 < max: Buckets), so a larger bucket holds
+//      larger values. A histogram of the buckets, a block
 //      exclusive sum over them (descending) and a scatter through per-bucket cursors put every
 //      bucket's keys (as unique 64-bit (value, index) keys) in its slot range; an entry's output
 //      slot is then its bucket start plus the number of keys of its bucket above its own. Scores
@@ -82,6 +83,37 @@ __device__ __forceinline__ uint32_t block_exclusive_sum(uint32_t v, uint32_t* tm
 __device__ __forceinline__ uint64_t key64(uint32_t bits, int64_t e) {
   return (static_cast<uint64_t>(bits) << 32) | (0xffffffffu - static_cast<uint32_t>(e));
 }
+
+// The value of an ordered_bits key (-0 comes back as +0).
+__device__ __forceinline__ float key_value(uint32_t kk) {
+  return __uint_as_float((kk & 0x80000000u) ? (kk & 0x7fffffffu) : ~kk);
+}
+
+// Bucket of a chosen key kk in [lo, hi], in [0, kBuckets): non-decreasing in kk, so larger buckets
+// hold larger values. Linear in the score when lo < 0 < hi (both finite): the key bits there span
+// every binade of tiny magnitudes and would crowd the real ones into few buckets. Else linear in
+// the key bits (log-like across binades: a far outlier costs fewer buckets than a linear map).
+struct Buckets {
+  uint32_t lo;
+  int shift;
+  bool linear;
+  float vlo, scale;
+  __device__ Buckets(uint32_t lo_, uint32_t hi) : lo(lo_) {
+    const uint32_t range = hi - lo;
+    const int bits = range == 0 ? 0 : 32 - __clz(range);
+    shift = bits > 11 ? bits - 11 : 0;  // kBuckets = 2^11
+    vlo = key_value(lo);
+    const float vhi = key_value(hi);
+    linear = vlo < 0.f && vhi > 0.f && isfinite(vlo) && isfinite(vhi);
+    scale = linear ? __fdiv_rn(static_cast<float>(kBuckets), __fsub_rn(vhi, vlo)) : 0.f;
+  }
+  __device__ __forceinline__ unsigned operator()(uint32_t kk) const {
+    if (!linear) return (kk - lo) >> shift;
+    // Correctly rounded subtraction and product: monotone in the value, identical at every call.
+    const unsigned b = __float2uint_rz(__fmul_rn(__fsub_rn(key_value(kk), vlo), scale));
+    return b < kBuckets ? b : kBuckets - 1;
+  }
+};
 
 template <int kPer>
 __global__ void __launch_bounds__(kFastThreads) fast_select_kernel(const __grid_constant__ TopkSelectArgs a) {
@@ -199,10 +231,9 @@ __global__ void __launch_bounds__(kFastThreads) fast_select_kernel(const __grid_
     }
   }
 
-  // 3. The other chosen keys: bucket histogram.
-  const uint32_t range = kmax - thr;
-  const int bits = range == 0 ? 0 : 32 - __clz(range);
-  const int shift = bits > 11 ? bits - 11 : 0;  // kBuckets = 2^11
+  // 3. The other chosen keys: bucket histogram. The bucket of a key is a non-decreasing function
+  //    of it, computed the same way in all three places below.
+  const Buckets bk(thr, kmax);
   auto chosen = [&](uint32_t kk) { return whole ? kk >= thr : kk > thr; };
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
@@ -210,7 +241,7 @@ __global__ void __launch_bounds__(kFastThreads) fast_select_kernel(const __grid_
     const bool take = i < cnt && chosen(key[i]);
     const unsigned want = __ballot_sync(0xffffffffu, take);
     if (take) {
-      const unsigned b = (key[i] - thr) >> shift;
+      const unsigned b = bk(key[i]);
       const unsigned peers = __match_any_sync(want, b);
       if (__ffs(peers) - 1 == lane) atomicAdd(&s.cursor[b], static_cast<uint32_t>(__popc(peers)));
     }
@@ -231,7 +262,7 @@ __global__ void __launch_bounds__(kFastThreads) fast_select_kernel(const __grid_
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     if (i < cnt && chosen(key[i])) {
-      const unsigned b = (key[i] - thr) >> shift;
+      const unsigned b = bk(key[i]);
       s.keys[atomicAdd(&s.cursor[b], 1u)] = key64(key[i], e0 + i);
     }
   }
@@ -245,7 +276,7 @@ __global__ void __launch_bounds__(kFastThreads) fast_select_kernel(const __grid_
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     if (i < cnt && chosen(key[i])) {
-      const unsigned b = (key[i] - thr) >> shift;
+      const unsigned b = bk(key[i]);
       const uint32_t lo = s.start[b], hi = s.cursor[b];
       const uint64_t mine = key64(key[i], e0 + i);
       uint32_t above = 0;
