@@ -48,7 +48,7 @@ constexpr int kBuckets = 2048;  // two per thread
 constexpr uint32_t kMaxBucket = 32;
 static_assert(kIndexerFastMaxEntries % kFastThreads == 0 && kIndexerMaxTopk <= kBuckets);
 
-struct FastShared {
+struct alignas(16) FastShared {  // 16: the radix histograms are read as uint4
   uint32_t hist[2][256];           // radix digit counts (double-buffered)
   uint32_t cursor[kBuckets];       // bucket counts, then scatter cursors (bucket ends once scattered)
   uint32_t start[kBuckets];        // bucket starts (output slots)
