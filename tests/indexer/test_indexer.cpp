@@ -306,9 +306,9 @@ TEST(ModelopsIndexer, CudaFastSelectEqualsOldPathAndCpu) {
   // radix), its tie ranks at the threshold (by index, through a block prefix sum) and its bucket
   // sort (with its fallback to a bitonic sort when a bucket is crowded): distinct scores, 4
   // distinct values, every score equal, -inf with signed zeros and tiny values, far outliers, 64
-  // levels, log-normal scores, scores of both signs; every entry visible, a random visibility, visibility around topk (topk - 1 .. topk + 1)
-  // and topk > visibility; topk 3..2048; N just below / at / above topk, odd N, N = 16384 (the
-  // path's limit); T 1, 3 and 8.
+  // levels, log-normal scores, scores of both signs, mostly zeros; every entry visible, a random
+  // visibility, visibility around topk (topk - 1 .. topk + 1) and topk > visibility; topk
+  // 3..2048; N just below / at / above topk, odd N, N = 16384 (the path's limit); T 1, 3 and 8.
   const uint64_t seed = 20261203;
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   Rng rng(seed);
@@ -317,7 +317,7 @@ TEST(ModelopsIndexer, CudaFastSelectEqualsOldPathAndCpu) {
                                                 {5, 3}, {12345, 2048}, {4099, 64}};
   for (const auto& [N, K] : shapes)
     for (const int64_t T : {1, 3, 8})
-      for (int kind = 0; kind < 8; ++kind)
+      for (int kind = 0; kind < 9; ++kind)
         for (int vis_mode = 0; vis_mode < 4; ++vis_mode) {
           Tensor sc = Tensor::empty({T, N}, DType::F32);
           Tensor pos = Tensor::empty({T}, DType::I32);
@@ -341,7 +341,8 @@ TEST(ModelopsIndexer, CudaFastSelectEqualsOldPathAndCpu) {
                 case 4: v = rng.uniform(0.f, 1.f) * (e % 97 == 0 ? 1e4f : 1.f); break;
                 case 5: v = static_cast<float>(rng.randint(0, 63)) / 8 - 3; break;
                 case 6: v = std::exp(rng.normal(0.f, 3.f)); break;
-                default: v = rng.normal(0.f, 1.f);  // the threshold near 0: buckets linear in the score
+                case 7: v = rng.normal(0.f, 1.f); break;  // the threshold near 0: buckets linear in the score
+                default: v = rng.randint(0, 4) < 3 ? 0.f : rng.uniform(0.f, 8.f);  // relu zeros: the threshold is 0
               }
               sc.data<float>()[t * N + e] = v;
             }

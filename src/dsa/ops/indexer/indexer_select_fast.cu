@@ -20,7 +20,7 @@
 //      index order (they all have the smallest chosen value).
 //   3. The other chosen keys G (> thr, or >= thr when whole; k - left of them) are ordered by a
 //      bucket sort: bucket b = (key - thr) >> shift, shift the least with (max - thr) >> shift <
-//      kBuckets (or linear in the score when thr < 0 < max: Buckets), so a larger bucket holds
+//      kBuckets (or linear in the score when thr <= 0 < max: Buckets), so a larger bucket holds
 //      larger values. A histogram of the buckets, a block
 //      exclusive sum over them (descending) and a scatter through per-bucket cursors put every
 //      bucket's keys (as unique 64-bit (value, index) keys) in its slot range; an entry's output
@@ -90,8 +90,9 @@ __device__ __forceinline__ float key_value(uint32_t kk) {
 }
 
 // Bucket of a chosen key kk in [lo, hi], in [0, kBuckets): non-decreasing in kk, so larger buckets
-// hold larger values. Linear in the score when lo < 0 < hi (both finite): the key bits there span
-// every binade of tiny magnitudes and would crowd the real ones into few buckets. Else linear in
+// hold larger values. Linear in the score when lo <= 0 < hi (both finite; lo = 0: rows of relu
+// zeros): the key bits there span every binade of tiny magnitudes and would crowd the real ones
+// into few buckets. Else linear in
 // the key bits (log-like across binades: a far outlier costs fewer buckets than a linear map).
 struct Buckets {
   uint32_t lo;
@@ -104,7 +105,7 @@ struct Buckets {
     shift = bits > 11 ? bits - 11 : 0;  // kBuckets = 2^11
     vlo = key_value(lo);
     const float vhi = key_value(hi);
-    linear = vlo < 0.f && vhi > 0.f && isfinite(vlo) && isfinite(vhi);
+    linear = vlo <= 0.f && vhi > 0.f && isfinite(vlo) && isfinite(vhi);
     scale = linear ? __fdiv_rn(static_cast<float>(kBuckets), __fsub_rn(vhi, vlo)) : 0.f;
   }
   __device__ __forceinline__ unsigned operator()(uint32_t kk) const {
