@@ -4,8 +4,9 @@
 // per row over global memory, the old path; the wide selection; the register-resident fast path
 // for rows of <= 16384 entries) timed on the same scores. Shapes: the V4-Flash CSA indexer (64
 // heads, top 512 of context / 4 entries) at 4K-1M tokens, V4-Pro's top 1024 at 64K, and GLM-5.1's
-// (32 heads, top 2048 of every token) at 4K (4109: a 4K prompt and a few generated tokens) to 200K. Floor: the key bytes the scores read (132 B per entry) at the copy bandwidth
-// measured in the same run.
+// (32 heads, top 2048 of every token) at 4K (4109: a 4K prompt and a few generated tokens) to
+// 200K. Floor: the key bytes the scores read (132 B per entry) at the copy bandwidth measured in
+// the same run.
 #include <cstdio>
 
 #include "bench/bench.h"
