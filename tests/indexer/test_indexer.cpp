@@ -289,18 +289,94 @@ TEST(ModelopsIndexer, CudaWideSelectEqualsPerRowAndCpu) {
                             static_cast<int32_t>(K + 1), static_cast<int32_t>(2048 * 2 + 5)};
     Tensor pos = Tensor::empty({T}, DType::I32);
     for (int64_t t = 0; t < T; ++t) pos.data<int32_t>()[t] = std::min<int32_t>(vis[t], static_cast<int32_t>(N)) - 1;
-    for (const TopkSelectPath path : {TopkSelectPath::Wide, TopkSelectPath::PerRow}) {
+    for (const TopkSelectPath path : {TopkSelectPath::Wide, TopkSelectPath::PerRow, TopkSelectPath::Fast}) {
+      if (path == TopkSelectPath::Fast && N > kTopkSelectFastMaxEntries) continue;
       IndexerParams p = IndexerParams::glm(K);
       p.select = path;
-      expect_cuda_select_equals_cpu(sc, pos, p, fmt::format("N {} K {} {} ", N, K, path == TopkSelectPath::Wide ? "wide" : "per row"));
+      const char* name = path == TopkSelectPath::Wide ? "wide" : path == TopkSelectPath::Fast ? "fast" : "per row";
+      expect_cuda_select_equals_cpu(sc, pos, p, fmt::format("N {} K {} {} ", N, K, name));
     }
   }
 }
 
-TEST(ModelopsIndexer, WideSelectRule) {
-  // Decode rows of a long context take the wide selection; prefill chunks and short rows do not.
+TEST(ModelopsIndexer, CudaFastSelectEqualsOldPathAndCpu) {
+  DSA_REQUIRE_CUDA();
+  // The register-resident select (TopkSelectPath::Fast) and the old per-row select give the CPU's
+  // indices, index for index, on rows that stress the fast path's threshold search (the 32-bit
+  // radix), its tie ranks at the threshold (by index, through a block prefix sum) and its bucket
+  // sort (with its fallback to a bitonic sort when a bucket is crowded): distinct scores, 4
+  // distinct values, every score equal, -inf with signed zeros and tiny values, far outliers, 64
+  // levels, log-normal scores, scores of both signs, mostly zeros; every entry visible, a random
+  // visibility, visibility around topk (topk - 1 .. topk + 1) and topk > visibility; topk
+  // 3..2048; N just below / at / above topk, odd N, N = 16384 (the path's limit); T 1, 3 and 8.
+  const uint64_t seed = 20261203;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  const std::pair<int64_t, int64_t> shapes[] = {{4109, 2048}, {2047, 2048}, {2048, 2048}, {2049, 2048}, {16384, 512},
+                                                {16384, 2048}, {1025, 1024}, {8191, 1024}, {3001, 512}, {511, 512},
+                                                {5, 3}, {12345, 2048}, {4099, 64}};
+  for (const auto& [N, K] : shapes)
+    for (const int64_t T : {1, 3, 8})
+      for (int kind = 0; kind < 9; ++kind)
+        for (int vis_mode = 0; vis_mode < 4; ++vis_mode) {
+          Tensor sc = Tensor::empty({T, N}, DType::F32);
+          Tensor pos = Tensor::empty({T}, DType::I32);
+          for (int64_t t = 0; t < T; ++t) {
+            const int64_t vis = vis_mode == 0   ? N
+                                : vis_mode == 1 ? rng.randint(1, N)
+                                : vis_mode == 2 ? std::min<int64_t>(N, K - 1 + t % 3)
+                                                : std::max<int64_t>(1, std::min<int64_t>(N, K / 2));
+            pos.data<int32_t>()[t] = static_cast<int32_t>(vis - 1);
+            for (int64_t e = 0; e < N; ++e) {
+              float v = 0;
+              switch (kind) {
+                case 0: v = rng.normal(2.f, 1.f); break;
+                case 1: v = static_cast<float>(rng.randint(0, 3)); break;
+                case 2: v = 1.5f; break;
+                case 3: {
+                  const int64_t r = rng.randint(0, 5);
+                  v = r == 0 ? -INFINITY : r == 1 ? -0.f : r == 2 ? 0.f : rng.uniform(-1e-6f, 1e-6f);
+                  break;
+                }
+                case 4: v = rng.uniform(0.f, 1.f) * (e % 97 == 0 ? 1e4f : 1.f); break;
+                case 5: v = static_cast<float>(rng.randint(0, 63)) / 8 - 3; break;
+                case 6: v = std::exp(rng.normal(0.f, 3.f)); break;
+                case 7: v = rng.normal(0.f, 1.f); break;  // the threshold near 0: buckets linear in the score
+                default: v = rng.randint(0, 4) < 3 ? 0.f : rng.uniform(0.f, 8.f);  // relu zeros: the threshold is 0
+              }
+              sc.data<float>()[t * N + e] = v;
+            }
+          }
+          for (const TopkSelectPath path : {TopkSelectPath::Fast, TopkSelectPath::PerRow}) {
+            IndexerParams p = IndexerParams::glm(K);
+            p.select = path;
+            expect_cuda_select_equals_cpu(sc, pos, p,
+                                          fmt::format("N {} K {} T {} kind {} vis {} {} ", N, K, T, kind, vis_mode,
+                                                      path == TopkSelectPath::Fast ? "fast" : "per row"));
+          }
+        }
+}
+
+TEST(ModelopsIndexer, CudaFastSelectRejectsLongRows) {
+  DSA_REQUIRE_CUDA();
+  Tensor sc = Tensor::zeros({1, kTopkSelectFastMaxEntries + 1}, DType::F32, Device::cuda());
+  Tensor pos = pos_i32({0}).to(Device::cuda()), idx = Tensor::empty({1, 8}, DType::I32, Device::cuda());
+  IndexerParams p = IndexerParams::glm(8);
+  p.select = TopkSelectPath::Fast;
+  EXPECT_THROW(topk_select(sc, pos, p, idx), Error);
+}
+
+TEST(ModelopsIndexer, SelectPathRule) {
+  // Rows of at most 16384 entries take the register-resident select; longer decode rows the wide
+  // selection; long prefill chunks the per-row select.
+  EXPECT_EQ(topk_select_path(1, 4109, TopkSelectPath::Auto), TopkSelectPath::Fast);
+  EXPECT_EQ(topk_select_path(4096, 16384, TopkSelectPath::Auto), TopkSelectPath::Fast);
+  EXPECT_EQ(topk_select_path(1, 16385, TopkSelectPath::Auto), TopkSelectPath::Wide);
+  EXPECT_EQ(topk_select_path(65, 16385, TopkSelectPath::Auto), TopkSelectPath::PerRow);
+  EXPECT_EQ(topk_select_path(1, 100, TopkSelectPath::PerRow), TopkSelectPath::PerRow);
   EXPECT_TRUE(topk_select_is_wide(1, 32768, TopkSelectPath::Auto));
-  EXPECT_TRUE(topk_select_is_wide(64, 8193, TopkSelectPath::Auto));
+  EXPECT_TRUE(topk_select_is_wide(64, 16385, TopkSelectPath::Auto));
+  EXPECT_FALSE(topk_select_is_wide(64, 8193, TopkSelectPath::Auto));
   EXPECT_FALSE(topk_select_is_wide(65, 262144, TopkSelectPath::Auto));
   EXPECT_FALSE(topk_select_is_wide(1, 8192, TopkSelectPath::Auto));
   EXPECT_TRUE(topk_select_is_wide(1000, 10, TopkSelectPath::Wide));

@@ -166,9 +166,14 @@ void indexer_scores(const Tensor& q, const Tensor& keys, const Tensor& weights, 
 #endif
 }
 
+TopkSelectPath topk_select_path(int64_t rows, int64_t entries, TopkSelectPath path) {
+  if (path != TopkSelectPath::Auto) return path;
+  if (entries <= kTopkSelectFastMaxEntries) return TopkSelectPath::Fast;
+  return rows <= 64 ? TopkSelectPath::Wide : TopkSelectPath::PerRow;
+}
+
 bool topk_select_is_wide(int64_t rows, int64_t entries, TopkSelectPath path) {
-  if (path != TopkSelectPath::Auto) return path == TopkSelectPath::Wide;
-  return rows <= 64 && entries > 8192;
+  return topk_select_path(rows, entries, path) == TopkSelectPath::Wide;
 }
 
 void topk_select(const Tensor& scores, const Tensor& positions, const IndexerParams& p, const Tensor& indices) {
@@ -188,8 +193,17 @@ void topk_select(const Tensor& scores, const Tensor& positions, const IndexerPar
   a.N = scores.size(1);
   a.ratio = p.ratio;
   a.topk = p.topk;
+  const TopkSelectPath path = topk_select_path(a.T, a.N, p.select);
+  if (path == TopkSelectPath::Fast) {
+    static_assert(kTopkSelectFastMaxEntries == cuda::kIndexerFastMaxEntries);
+    DSA_CHECK(a.N <= kTopkSelectFastMaxEntries, "topk_select: the fast path takes rows of at most {} entries, got {}",
+              kTopkSelectFastMaxEntries, a.N);
+    cuda_launch::set_device(scores.device().index);
+    cuda::topk_select_fast(a);
+    return;
+  }
   Tensor cand, hist;  // the wide selection's scratch (step temporaries)
-  if (topk_select_is_wide(a.T, a.N, p.select)) {
+  if (path == TopkSelectPath::Wide) {
     cand = Tensor::empty({a.T, a.N}, DType::I32, scores.device());
     hist = Tensor::empty({a.T, cuda::kIndexerWideBins + 1}, DType::I32, scores.device());
     a.cand = cand.data<int32_t>();

@@ -18,7 +18,9 @@
 //   and written as indices; the remaining slots get -1. With the wide selection
 //   (indexer_select_wide.cu) a long row's radix select and gather run over its candidates
 //   (every entry that can be in the top k, typically a few percent of the row) instead of the
-//   whole row; the result is the same.
+//   whole row; the result is the same. Rows of at most kIndexerFastMaxEntries entries take the
+//   register-resident fast_select_kernel (indexer_select_fast.cu) instead unless a caller asks for
+//   this path (TopkSelectPath::PerRow): same result, a fraction of the block syncs.
 #include <cstdint>
 
 #include "dsa/ops/common/block_select.cuh"

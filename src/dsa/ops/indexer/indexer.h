@@ -28,12 +28,19 @@
 
 namespace dsa::ops {
 
-// How CUDA picks a row's top k (the result is the same): one CTA per row over the whole row, or
-// the wide selection, which first cuts each row to its candidates with CTAs over 2048-entry
-// segments (indexer_cuda.h). Auto: wide for rows of more than 8192 entries in steps of at most
-// 64 rows (decode at long context, where one CTA per row left the GPU idle), else per row
-// (prefill: the rows alone fill the GPU, and the candidate list would be [T][N]).
-enum class TopkSelectPath { Auto, PerRow, Wide };
+// How CUDA picks a row's top k (the result is the same): one CTA per row over the whole row
+// (PerRow: a 64-bit radix select over global memory and a bitonic sort); the wide selection,
+// which first cuts each row to its candidates with CTAs over 2048-entry segments
+// (indexer_cuda.h); or Fast, one CTA per row holding the row in registers (a 32-bit radix
+// select, a bucket sort of the chosen; rows of at most kTopkSelectFastMaxEntries entries,
+// indexer_select_fast.cu). Auto: Fast for rows of at most that many entries (decode at up to 16K
+// GLM tokens / 64K V4 tokens, and any prefill over them), else wide in steps of at most 64 rows
+// (decode at long context, where one CTA per row left the GPU idle), else per row (prefill:
+// the rows alone fill the GPU, and the candidate list would be [T][N]).
+enum class TopkSelectPath { Auto, PerRow, Wide, Fast };
+constexpr int64_t kTopkSelectFastMaxEntries = 16384;
+// The path topk_select takes for `rows` rows of `entries` entries (Auto resolved).
+TopkSelectPath topk_select_path(int64_t rows, int64_t entries, TopkSelectPath path);
 bool topk_select_is_wide(int64_t rows, int64_t entries, TopkSelectPath path);
 
 struct IndexerParams {
@@ -54,7 +61,7 @@ struct IndexerParams {
 // [T][N] f32 scratch is allocated when `scores` is not given). The CPU accumulates in double,
 // the GPU in float: near-equal scores may be ordered differently by the two.
 // CUDA limits: H*D + H <= 12288 (q of one token in shared memory), D <= 256, topk <= 2048,
-// N <= 4194240 entries.
+// N <= 4194240 entries. TopkSelectPath::Fast: N <= kTopkSelectFastMaxEntries.
 // On CUDA, positions are not range-checked (the CPU path checks (pos+1)/m <= N and pos >= 0);
 // the kernels clamp visibility to [0, N].
 void indexer_topk(const Tensor& q, const Tensor& keys, const Tensor& weights, const Tensor& positions,

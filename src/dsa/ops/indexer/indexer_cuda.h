@@ -9,6 +9,8 @@ namespace dsa::ops::cuda {
 constexpr int64_t kIndexerMaxQElems = 12288;  // H*D + H floats staged in shared memory (<= 48 KB)
 constexpr int64_t kIndexerMaxHeadDim = 256;
 constexpr int64_t kIndexerMaxTopk = 2048;
+// The register-resident select (indexer_select_fast.cu): rows of at most this many entries.
+constexpr int64_t kIndexerFastMaxEntries = 16384;
 // The wide selection (indexer_select_wide.cu): digits of the top 12 bits of a score.
 constexpr int kIndexerWideDigitBits = 12;
 constexpr int kIndexerWideBins = 1 << kIndexerWideDigitBits;
@@ -43,6 +45,9 @@ void indexer_scores(const IndexerScoreArgs& a);
 // candidates (two launches over (T, N / 2048) CTAs), then the per-row select runs over them.
 void topk_select(const TopkSelectArgs& a);
 void topk_select_wide_prepare(const TopkSelectArgs& a);
+// The one-launch select of rows of at most kIndexerFastMaxEntries entries, each row resident in
+// its CTA's registers (a.cand must be null); the same result as topk_select.
+void topk_select_fast(const TopkSelectArgs& a);
 
 }  // namespace dsa::ops::cuda
 
