@@ -84,10 +84,12 @@ struct Result {
   MoeLayout l;
 };
 
-Result run(const Inputs& in, int64_t align, Device d, bool fused) {
+// part_n > 0: the layout of experts [part_base, part_base + part_n) only (expert parallelism).
+Result run(const Inputs& in, int64_t align, Device d, bool fused, int64_t part_base = 0, int64_t part_n = 0) {
   const int64_t T = in.logits.size(0), E = in.logits.size(1), k = in.p.topk;
   Result r{Tensor::empty({T, k}, DType::I32, d), Tensor::empty({T, k}, DType::F32, d),
-           make_moe_layout(T, k, E, align, d)};
+           make_moe_layout(T, k, part_n > 0 ? part_n : E, align, d)};
+  r.l.expert_base = part_base;
   for (Tensor* t : {&r.ids, &r.w, &r.l.expert_offsets, &r.l.expert_counts, &r.l.m_indices, &r.l.src_token,
                     &r.l.dst_row})
     poison_any(*t);
@@ -142,7 +144,9 @@ void expect_same_layout_up_to_order(const MoeLayout& g, const MoeLayout& c, cons
   std::set<int32_t> used;
   const int64_t n = ids.numel(), k = c.topk;
   for (int64_t i = 0; i < n; ++i) {
-    const int32_t e = ids.data<int32_t>()[i], r = g.dst_row.data<int32_t>()[i];
+    // ids are global; the layout's experts are [expert_base, expert_base + experts), local ids
+    const int32_t e = ids.data<int32_t>()[i] < 0 ? -1 : ids.data<int32_t>()[i] - static_cast<int32_t>(c.expert_base),
+                  r = g.dst_row.data<int32_t>()[i];
     if (e < 0 || e >= c.experts) {
       ASSERT_EQ(r, -1) << what;
       continue;
@@ -199,6 +203,33 @@ TEST(RouteLayoutCuda, MatchesCpu) {
       const Result cpu = run(in, c.align, Device::cpu(), false);
       const Result gpu = run(in, c.align, Device::cuda(), true);
       const std::string what = name(c, T);
+      expect_same_ints(gpu.ids, cpu.ids, what + " ids");
+      expect_close_weights(gpu.w, cpu.w, what);
+      if (T <= 32) {
+        expect_same_ints(gpu.l.expert_counts, cpu.l.expert_counts, what + " counts");
+        expect_same_ints(gpu.l.expert_offsets, cpu.l.expert_offsets, what + " offsets");
+        expect_same_ints(gpu.l.dst_row, cpu.l.dst_row, what + " dst_row");
+        expect_same_ints(gpu.l.m_indices, cpu.l.m_indices, what + " m_indices");
+        expect_same_ints(gpu.l.src_token, cpu.l.src_token, what + " src_token");
+      } else {
+        expect_same_layout_up_to_order(gpu.l, cpu.l, cpu.ids, what);
+      }
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
+// Expert parallelism: the layout of a part of the experts from the fused kernel (T <= 32) equals
+// the CPU's route + layout of the same part, row order included; the ids stay global.
+TEST(RouteLayoutCuda, ExpertPartMatchesCpu) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  for (const Case& c : kCases)
+    for (int64_t T : {1, 7, 32, 100}) {
+      const Inputs in = make_inputs(c, T, rng);
+      const int64_t E = in.logits.size(1), base = E / 4, n = E / 2;
+      const Result cpu = run(in, c.align, Device::cpu(), false, base, n);
+      const Result gpu = run(in, c.align, Device::cuda(), true, base, n);
+      const std::string what = name(c, T) + " experts [" + std::to_string(base) + ", " + std::to_string(base + n) + ")";
       expect_same_ints(gpu.ids, cpu.ids, what + " ids");
       expect_close_weights(gpu.w, cpu.w, what);
       if (T <= 32) {

@@ -17,11 +17,8 @@ void route_and_layout(const Tensor& logits, const Tensor& bias, const Tensor& to
   DSA_CHECK(l.expert_base >= 0 && l.expert_base + l.experts <= logits.size(1),
             "route_and_layout: layout experts [{}, {}) outside the logits' {} experts", l.expert_base,
             l.expert_base + l.experts, logits.size(1));
-  // Expert parallelism (the layout holds a part of the experts) takes the separate launches: the
-  // fused kernel routes and lays out over the same experts.
-  const bool all_experts = l.expert_base == 0 && l.experts == logits.size(1);
 #ifdef DSA_WITH_CUDA
-  if (logits.device().is_cuda() && l.tokens >= 1 && all_experts) {
+  if (logits.device().is_cuda() && l.tokens >= 1) {
     cuda::RouteLayoutArgs a{};
     a.logits = logits.data<float>();
     a.bias = !hash && bias.defined() ? bias.data<float>() : nullptr;
@@ -31,7 +28,9 @@ void route_and_layout(const Tensor& logits, const Tensor& bias, const Tensor& to
     a.ids = topk_ids.data<int32_t>();
     a.wts = topk_weights.data<float>();
     a.T = l.tokens <= cuda::kFusedMaxTokens ? static_cast<int>(l.tokens) : cuda::kFusedMaxTokens + 1;
-    a.E = static_cast<int>(l.experts);
+    a.E = static_cast<int>(logits.size(1));
+    a.base = static_cast<int>(l.expert_base);
+    a.EL = static_cast<int>(l.experts);
     a.k = p.topk;
     a.score = p.score;
     a.scaling = p.routed_scaling;
@@ -48,8 +47,6 @@ void route_and_layout(const Tensor& logits, const Tensor& bias, const Tensor& to
       return;
     }
   }
-#else
-  (void)all_experts;
 #endif
   if (hash)
     route_hash(logits, token_ids, tid2eid, topk_ids, topk_weights, p);

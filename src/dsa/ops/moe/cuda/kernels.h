@@ -30,13 +30,16 @@ struct RouteLayoutArgs {
   int32_t* ids;              // [T][k]
   float* wts;                // [T][k]
   int T, E, k;
+  // The layout's experts: global ids [base, base + EL) (expert parallelism; all: base 0, EL = E).
+  // ids / wts stay global; counts, offsets and m_indices are over the EL local experts.
+  int base, EL;
   ScoreFunc score;
   float scaling;
   int align;
   int64_t rows_cap;
-  int64_t nseg;              // moe_rows_upper_bound(T, k, E, align) / align
-  int32_t* counts;           // [E]
-  int32_t* offsets;          // [E + 1]
+  int64_t nseg;              // moe_rows_upper_bound(T, k, EL, align) / align
+  int32_t* counts;           // [EL]
+  int32_t* offsets;          // [EL + 1]
   int32_t* dst_row;          // [T][k]
   int32_t* m_indices;        // [rows_cap]
   int32_t* src_token;        // [rows_cap]

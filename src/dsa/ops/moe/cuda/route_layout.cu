@@ -13,8 +13,10 @@ namespace {
 // One CTA, blockDim = 32 * max(min(T, 32), ceil(E / 32)) (so every expert has a thread and every
 // token up to 32 a warp). T <= kFusedMaxTokens, E <= 512, all state in shared memory:
 //  1. warp w routes tokens w, w + nwarps, .. (route_warp.cuh: the same choice and weights as
-//     route_kernel and the CPU reference); ids also kept in shared memory;
-//  2. per token an E-bit mask of its experts;
+//     route_kernel and the CPU reference); ids also kept in shared memory, as local ids of the
+//     layout's experts [base, base + EL) (expert parallelism; all experts: base 0, EL = E), -1
+//     for the others (dropped: dst_row -1), while ids / wts get the global choice;
+//  2. per token an EL-bit mask of its (local) experts;
 //  3. thread e walks the tokens in order and numbers its (token, slot) pairs: rank = how many
 //     earlier pairs chose e -- exactly the CPU reference's (token, slot) order, so the layout is
 //     deterministic and identical to the CPU's (the atomics of layout_assign_kernel are not);
@@ -27,8 +29,9 @@ namespace {
 template <int J>
 __global__ void __launch_bounds__(1024) route_layout_kernel(RouteLayoutArgs a) {
   extern __shared__ int sm[];
-  const int T = a.T, E = a.E, k = a.k, n = T * k, W = (E + 31) / 32;
-  int* sid = sm;               // [n] expert of (token, slot)
+  // E: the routed experts (logits width); EL: the layout's (local ids id - base, others dropped).
+  const int T = a.T, E = a.E, EL = a.EL, k = a.k, n = T * k, W = (EL + 31) / 32;
+  int* sid = sm;               // [n] local expert of (token, slot), -1 when not the layout's
   int* srank = sid + n;        // [n] rank of the pair among its expert's pairs
   int* spair = srank + n;      // [n] pairs compacted by expert
   int* mask = spair + n;       // [T][W] expert bits per token
@@ -50,7 +53,8 @@ __global__ void __launch_bounds__(1024) route_layout_kernel(RouteLayoutArgs a) {
     rw::route_token<J>(a.logits + static_cast<int64_t>(t) * E, a.bias, E, k, a.score, a.scaling, a.tid2eid != nullptr,
                        hrow, lane, id, w);
     if (lane < k) {
-      sid[t * k + lane] = id;
+      const int loc = id - a.base;
+      sid[t * k + lane] = loc >= 0 && loc < EL ? loc : -1;
       a.ids[t * k + lane] = id;
       a.wts[t * k + lane] = w;
     }
@@ -62,15 +66,15 @@ __global__ void __launch_bounds__(1024) route_layout_kernel(RouteLayoutArgs a) {
     uint32_t bits = 0;
     for (int s = 0; s < k; ++s) {
       const int e = sid[t * k + s];
-      if (e >= 0 && e < E && (e >> 5) == word) bits |= 1u << (e & 31);
+      if (e >= 0 && (e >> 5) == word) bits |= 1u << (e & 31);
     }
     mask[i] = static_cast<int>(bits);
   }
   __syncthreads();
 
-  const int e = tid;  // blockDim >= E
+  const int e = tid;  // blockDim >= E >= EL
   int c = 0;
-  if (e < E) {
+  if (e < EL) {
     for (int t = 0; t < T; ++t) {
       if (!((static_cast<uint32_t>(mask[t * W + (e >> 5)]) >> (e & 31)) & 1u)) continue;
       for (int s = 0; s < k; ++s)  // a hash table may name an expert twice in one row
@@ -80,7 +84,7 @@ __global__ void __launch_bounds__(1024) route_layout_kernel(RouteLayoutArgs a) {
   const int al = (c + a.align - 1) / a.align * a.align;
   int ea, ec, ta, tc;
   block_exclusive_scan2(al, c, scratch, ea, ec, ta, tc);
-  if (e < E) {
+  if (e < EL) {
     cnt[e] = c;
     offs[e] = ea;
     cst[e] = ec;
@@ -89,15 +93,15 @@ __global__ void __launch_bounds__(1024) route_layout_kernel(RouteLayoutArgs a) {
     for (int b = ea / a.align; b < (ea + al) / a.align; ++b) seg[b] = e;
   }
   if (tid == 0) {
-    offs[E] = ta;
-    cst[E] = tc;
-    a.offsets[E] = ta;
+    offs[EL] = ta;
+    cst[EL] = tc;
+    a.offsets[EL] = ta;
   }
   __syncthreads();
 
   for (int i = tid; i < n; i += blockDim.x) {
     const int ei = sid[i];
-    if (ei < 0 || ei >= E) {
+    if (ei < 0) {
       a.dst_row[i] = -1;
       continue;
     }
@@ -106,7 +110,7 @@ __global__ void __launch_bounds__(1024) route_layout_kernel(RouteLayoutArgs a) {
   }
   __syncthreads();
 
-  const int total = offs[E];
+  const int total = offs[EL];
   for (int64_t r = tid; r < a.rows_cap; r += blockDim.x) {
     int m = -1, st = -1;
     if (r < total) {
@@ -126,6 +130,7 @@ __global__ void __launch_bounds__(1024) route_layout_kernel(RouteLayoutArgs a) {
 
 bool launch_route_layout(const RouteLayoutArgs& a) {
   if (a.T < 1 || a.T > kFusedMaxTokens || a.E < 1 || a.E > 512 || a.k < 1 || a.k > 32 || a.align < 1) return false;
+  if (a.EL < 1 || a.base < 0 || a.base + a.EL > a.E) return false;
   const int64_t n = static_cast<int64_t>(a.T) * a.k, W = (a.E + 31) / 32;
   const int64_t ints = 3 * n + a.T * W + 3 * static_cast<int64_t>(a.E) + 2 + 64 + a.nseg;
   const size_t smem = static_cast<size_t>(ints) * sizeof(int);
