@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <numeric>
 
 #include "dsa/ops/indexer/indexer.h"
@@ -367,16 +369,20 @@ TEST(ModelopsIndexer, CudaFastSelectRejectsLongRows) {
 }
 
 TEST(ModelopsIndexer, SelectPathRule) {
-  // Rows of at most 16384 entries take the register-resident select; longer decode rows the wide
-  // selection; long prefill chunks the per-row select.
-  EXPECT_EQ(topk_select_path(1, 4109, TopkSelectPath::Auto), TopkSelectPath::Fast);
-  EXPECT_EQ(topk_select_path(4096, 16384, TopkSelectPath::Auto), TopkSelectPath::Fast);
+  // Long decode rows (> 8192 entries, <= 64 rows) take the wide selection, everything else the
+  // per-row select; the register-resident select only when asked for (or with
+  // DSA_INDEXER_FAST_SELECT=1, for rows of at most 16384 entries).
+  const char* env = std::getenv("DSA_INDEXER_FAST_SELECT");
+  const bool fast = env != nullptr && std::string(env) == "1";
+  EXPECT_EQ(topk_select_path(1, 4109, TopkSelectPath::Auto), fast ? TopkSelectPath::Fast : TopkSelectPath::PerRow);
+  EXPECT_EQ(topk_select_path(1, 8193, TopkSelectPath::Auto), fast ? TopkSelectPath::Fast : TopkSelectPath::Wide);
   EXPECT_EQ(topk_select_path(1, 16385, TopkSelectPath::Auto), TopkSelectPath::Wide);
   EXPECT_EQ(topk_select_path(65, 16385, TopkSelectPath::Auto), TopkSelectPath::PerRow);
   EXPECT_EQ(topk_select_path(1, 100, TopkSelectPath::PerRow), TopkSelectPath::PerRow);
+  EXPECT_EQ(topk_select_path(1, 100, TopkSelectPath::Fast), TopkSelectPath::Fast);
   EXPECT_TRUE(topk_select_is_wide(1, 32768, TopkSelectPath::Auto));
   EXPECT_TRUE(topk_select_is_wide(64, 16385, TopkSelectPath::Auto));
-  EXPECT_FALSE(topk_select_is_wide(64, 8193, TopkSelectPath::Auto));
+  EXPECT_EQ(topk_select_is_wide(64, 8193, TopkSelectPath::Auto), !fast);
   EXPECT_FALSE(topk_select_is_wide(65, 262144, TopkSelectPath::Auto));
   EXPECT_FALSE(topk_select_is_wide(1, 8192, TopkSelectPath::Auto));
   EXPECT_TRUE(topk_select_is_wide(1000, 10, TopkSelectPath::Wide));

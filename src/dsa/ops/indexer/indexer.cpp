@@ -1,6 +1,8 @@
 #include "dsa/ops/indexer/indexer.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -166,10 +168,20 @@ void indexer_scores(const Tensor& q, const Tensor& keys, const Tensor& weights, 
 #endif
 }
 
+// DSA_INDEXER_FAST_SELECT=1: the automatic rule takes the fast select (read once). Off by
+// default until the fast select has run on a GPU (written 2026-12-03 without one).
+static bool fast_select_in_auto() {
+  static const bool on = [] {
+    const char* e = std::getenv("DSA_INDEXER_FAST_SELECT");
+    return e != nullptr && std::string_view(e) == "1";
+  }();
+  return on;
+}
+
 TopkSelectPath topk_select_path(int64_t rows, int64_t entries, TopkSelectPath path) {
   if (path != TopkSelectPath::Auto) return path;
-  if (entries <= kTopkSelectFastMaxEntries) return TopkSelectPath::Fast;
-  return rows <= 64 ? TopkSelectPath::Wide : TopkSelectPath::PerRow;
+  if (fast_select_in_auto() && entries <= kTopkSelectFastMaxEntries) return TopkSelectPath::Fast;
+  return rows <= 64 && entries > 8192 ? TopkSelectPath::Wide : TopkSelectPath::PerRow;
 }
 
 bool topk_select_is_wide(int64_t rows, int64_t entries, TopkSelectPath path) {

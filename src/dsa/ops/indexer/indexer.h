@@ -33,10 +33,12 @@ namespace dsa::ops {
 // which first cuts each row to its candidates with CTAs over 2048-entry segments
 // (indexer_cuda.h); or Fast, one CTA per row holding the row in registers (a 32-bit radix
 // select, a bucket sort of the chosen; rows of at most kTopkSelectFastMaxEntries entries,
-// indexer_select_fast.cu). Auto: Fast for rows of at most that many entries (decode at up to 16K
-// GLM tokens / 64K V4 tokens, and any prefill over them), else wide in steps of at most 64 rows
-// (decode at long context, where one CTA per row left the GPU idle), else per row (prefill:
-// the rows alone fill the GPU, and the candidate list would be [T][N]).
+// indexer_select_fast.cu). Auto: wide for rows of more than 8192 entries in steps of at most 64
+// rows (decode at long context, where one CTA per row left the GPU idle), else per row (prefill:
+// the rows alone fill the GPU, and the candidate list would be [T][N]); with
+// DSA_INDEXER_FAST_SELECT=1, Fast first for rows of at most kTopkSelectFastMaxEntries entries
+// (decode at up to 16K GLM tokens / 64K V4 tokens). Fast is not the default yet: it has not run
+// on a GPU (its tests and `dsa bench indexer` compare it with the other paths).
 enum class TopkSelectPath { Auto, PerRow, Wide, Fast };
 constexpr int64_t kTopkSelectFastMaxEntries = 16384;
 // The path topk_select takes for `rows` rows of `entries` entries (Auto resolved).
