@@ -2,7 +2,9 @@
 // dsa's kernel (bf16 activations), the act-quantized FP8 path (cuBLASLt block-scaled where the
 // device supports it, else the kernel), and the cuBLAS bf16 baseline on bf16 weights of the same
 // shape, all in the same run. Roofline floor: max(weight+activation bytes / copy bandwidth,
-// FLOPs / bf16 ceiling).
+// FLOPs / bf16 ceiling). Decode rows (T <= 8) add the device time per call inside a CUDA graph
+// over weights rotated through >= 256 MB (`graph_us`: what a replayed decode step pays) for the
+// automatic choice and for every decode tactic (`t<tactic>[s<splits>]_us`, `best`).
 #include <cstdio>
 #include <string>
 #include <utility>
