@@ -21,6 +21,13 @@ std::vector<int32_t> row(const Tensor& idx, int64_t t) {
   const int64_t k = idx.size(1);
   return std::vector<int32_t>(idx.data<int32_t>() + t * k, idx.data<int32_t>() + (t + 1) * k);
 }
+// A score that stresses the select's ordering of equal keys: -inf, -0, +0 (one key) or a tiny
+// value of either sign.
+float inf_zero_or_tiny(Rng& rng) {
+  const int64_t r = rng.randint(0, 5);
+  return r == 0 ? -INFINITY : r == 1 ? -0.f : r == 2 ? 0.f : rng.uniform(-1e-6f, 1e-6f);
+}
+
 }  // namespace
 
 TEST(ModelopsIndexer, HandComputedScores) {
@@ -277,11 +284,7 @@ TEST(ModelopsIndexer, CudaWideSelectEqualsPerRowAndCpu) {
           case 0: v = rng.uniform(-2.f, 30.f); break;
           case 1: v = static_cast<float>(rng.randint(0, 3)); break;
           case 2: v = 1.5f; break;
-          case 3: {
-            const int64_t r = rng.randint(0, 5);
-            v = r == 0 ? -INFINITY : r == 1 ? -0.f : r == 2 ? 0.f : rng.uniform(-1e-6f, 1e-6f);
-            break;
-          }
+          case 3: v = inf_zero_or_tiny(rng); break;
           default: v = rng.uniform(0.f, 1.f) * (i % 7 == 0 ? 1e4f : 1.f);
         }
         sc.data<float>()[t * N + i] = v;
@@ -335,11 +338,7 @@ TEST(ModelopsIndexer, CudaFastSelectEqualsOldPathAndCpu) {
                 case 0: v = rng.normal(2.f, 1.f); break;
                 case 1: v = static_cast<float>(rng.randint(0, 3)); break;
                 case 2: v = 1.5f; break;
-                case 3: {
-                  const int64_t r = rng.randint(0, 5);
-                  v = r == 0 ? -INFINITY : r == 1 ? -0.f : r == 2 ? 0.f : rng.uniform(-1e-6f, 1e-6f);
-                  break;
-                }
+                case 3: v = inf_zero_or_tiny(rng); break;
                 case 4: v = rng.uniform(0.f, 1.f) * (e % 97 == 0 ? 1e4f : 1.f); break;
                 case 5: v = static_cast<float>(rng.randint(0, 63)) / 8 - 3; break;
                 case 6: v = std::exp(rng.normal(0.f, 3.f)); break;

@@ -122,6 +122,20 @@ std::vector<float> token_ref(const Model& m, const Tensor& x, int64_t t, const i
   return out;
 }
 
+// Router logits differ by fp32 rounding between CPU and GPU: the tokens whose top-k the GPU's
+// workspace (`gpu`) and the CPU's agree on; a token with a near tie is left out of a comparison,
+// and there must be almost none.
+std::vector<int64_t> same_routing_rows(const MoeWorkspace& gpu, const MoeWorkspace& cpu, int64_t T, int k) {
+  const Tensor gid = gpu.topk_ids.to(Device::cpu());
+  std::vector<int64_t> rows;
+  for (int64_t t = 0; t < T; ++t) {
+    bool same = true;
+    for (int s = 0; s < k; ++s) same = same && gid.data<int32_t>()[t * k + s] == cpu.topk_ids.data<int32_t>()[t * k + s];
+    if (same) rows.push_back(t);
+  }
+  return rows;
+}
+
 }  // namespace
 
 TEST(MoeLayer, CpuMatchesPerTokenReference) {
@@ -258,16 +272,7 @@ TEST(MoeLayerCuda, MatchesCpu) {
       Tensor got = Tensor::empty({T, m.H}, DType::BF16, d);
       poison(got);
       moe_layer(x.to(d), hash ? tok.to(d) : Tensor(), wd, m.p, got, wsg);
-      // Router logits differ by fp32 rounding between CPU and GPU; a token whose top-k differs
-      // (a near tie) is left out of the comparison, and there must be almost none.
-      Tensor gid = wsg.topk_ids.to(Device::cpu());
-      std::vector<int64_t> rows;
-      const int k = m.p.router.topk;
-      for (int64_t t = 0; t < T; ++t) {
-        bool same = true;
-        for (int s = 0; s < k; ++s) same = same && gid.data<int32_t>()[t * k + s] == wsc.topk_ids.data<int32_t>()[t * k + s];
-        if (same) rows.push_back(t);
-      }
+      const std::vector<int64_t> rows = same_routing_rows(wsg, wsc, T, m.p.router.topk);
       ASSERT_GE(static_cast<double>(rows.size()), 0.99 * T) << "routing differs on too many tokens";
       ASSERT_EQ(compare_bf16(got.to(Device::cpu()), want, 3e-2, 3e-2 * rms_bf16(want), "moe layer", &rows), 0)
           << "variant " << variant << " T=" << T;
@@ -298,14 +303,7 @@ TEST(MoeLayerCuda, ExpertPartsMatchCpu) {
         Tensor got = Tensor::empty({T, m.H}, DType::BF16, d);
         poison(got);
         moe_layer(x.to(d), hash ? tok.to(d) : Tensor(), expert_part(wd, base, n, base == 0), p, got, wsg);
-        Tensor gid = wsg.topk_ids.to(Device::cpu());
-        std::vector<int64_t> rows;
-        const int k = m.p.router.topk;
-        for (int64_t t = 0; t < T; ++t) {
-          bool same = true;
-          for (int s = 0; s < k; ++s) same = same && gid.data<int32_t>()[t * k + s] == wsc.topk_ids.data<int32_t>()[t * k + s];
-          if (same) rows.push_back(t);
-        }
+        const std::vector<int64_t> rows = same_routing_rows(wsg, wsc, T, m.p.router.topk);
         ASSERT_GE(static_cast<double>(rows.size()), 0.99 * T) << "routing differs on too many tokens";
         ASSERT_EQ(compare_bf16(got.to(Device::cpu()), want, 3e-2, 3e-2 * rms_bf16(want) + 1e-3, "moe part", &rows), 0)
             << "variant " << variant << " T=" << T << " experts [" << base << ", " << base + n << ")";
@@ -368,13 +366,7 @@ TEST(MoeLayerCuda, DefaultTacticAsksTheInstalledChooserPerGemm) {
   EXPECT_EQ(st.calls, 2u);
   EXPECT_EQ(st.tuned, 2u);  // both answers were non-default tactics
   EXPECT_EQ(st.last, 0);
-  Tensor gid = wsg.topk_ids.to(Device::cpu());
-  std::vector<int64_t> rows;
-  for (int64_t t = 0; t < T; ++t) {
-    bool same = true;
-    for (int s = 0; s < 8; ++s) same = same && gid.data<int32_t>()[t * 8 + s] == wsc.topk_ids.data<int32_t>()[t * 8 + s];
-    if (same) rows.push_back(t);
-  }
+  const std::vector<int64_t> rows = same_routing_rows(wsg, wsc, T, 8);
   ASSERT_GE(static_cast<double>(rows.size()), T - 1.0) << "routing differs on too many tokens";
   ASSERT_EQ(compare_bf16(got.to(Device::cpu()), want, 3e-2, 3e-2 * rms_bf16(want), "moe layer", &rows), 0);
 }

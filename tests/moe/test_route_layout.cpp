@@ -164,6 +164,22 @@ void expect_same_layout_up_to_order(const MoeLayout& g, const MoeLayout& c, cons
     }
 }
 
+// The fused kernel's outputs (T <= 32) against the CPU's: every one identical, row order
+// included; above that (the separate kernels) the layout up to the order inside a segment.
+void expect_fused_matches_cpu(const Result& gpu, const Result& cpu, int64_t T, const std::string& what) {
+  expect_same_ints(gpu.ids, cpu.ids, what + " ids");
+  expect_close_weights(gpu.w, cpu.w, what);
+  if (T <= 32) {
+    expect_same_ints(gpu.l.expert_counts, cpu.l.expert_counts, what + " counts");
+    expect_same_ints(gpu.l.expert_offsets, cpu.l.expert_offsets, what + " offsets");
+    expect_same_ints(gpu.l.dst_row, cpu.l.dst_row, what + " dst_row");
+    expect_same_ints(gpu.l.m_indices, cpu.l.m_indices, what + " m_indices");
+    expect_same_ints(gpu.l.src_token, cpu.l.src_token, what + " src_token");
+  } else {
+    expect_same_layout_up_to_order(gpu.l, cpu.l, cpu.ids, what);
+  }
+}
+
 const Case kCases[] = {
     {Rule::V4Score, 256, 6, 64},    {Rule::V4Hash, 256, 6, 64},     {Rule::GlmSigmoid, 256, 8, 64},
     {Rule::V4Score, 384, 6, 16},    {Rule::GlmSigmoid, 64, 8, 16},  {Rule::V4Hash, 512, 6, 32},
@@ -203,17 +219,7 @@ TEST(RouteLayoutCuda, MatchesCpu) {
       const Result cpu = run(in, c.align, Device::cpu(), false);
       const Result gpu = run(in, c.align, Device::cuda(), true);
       const std::string what = name(c, T);
-      expect_same_ints(gpu.ids, cpu.ids, what + " ids");
-      expect_close_weights(gpu.w, cpu.w, what);
-      if (T <= 32) {
-        expect_same_ints(gpu.l.expert_counts, cpu.l.expert_counts, what + " counts");
-        expect_same_ints(gpu.l.expert_offsets, cpu.l.expert_offsets, what + " offsets");
-        expect_same_ints(gpu.l.dst_row, cpu.l.dst_row, what + " dst_row");
-        expect_same_ints(gpu.l.m_indices, cpu.l.m_indices, what + " m_indices");
-        expect_same_ints(gpu.l.src_token, cpu.l.src_token, what + " src_token");
-      } else {
-        expect_same_layout_up_to_order(gpu.l, cpu.l, cpu.ids, what);
-      }
+      expect_fused_matches_cpu(gpu, cpu, T, what);
       if (::testing::Test::HasFatalFailure()) return;
     }
 }
@@ -230,17 +236,7 @@ TEST(RouteLayoutCuda, ExpertPartMatchesCpu) {
       const Result cpu = run(in, c.align, Device::cpu(), false, base, n);
       const Result gpu = run(in, c.align, Device::cuda(), true, base, n);
       const std::string what = name(c, T) + " experts [" + std::to_string(base) + ", " + std::to_string(base + n) + ")";
-      expect_same_ints(gpu.ids, cpu.ids, what + " ids");
-      expect_close_weights(gpu.w, cpu.w, what);
-      if (T <= 32) {
-        expect_same_ints(gpu.l.expert_counts, cpu.l.expert_counts, what + " counts");
-        expect_same_ints(gpu.l.expert_offsets, cpu.l.expert_offsets, what + " offsets");
-        expect_same_ints(gpu.l.dst_row, cpu.l.dst_row, what + " dst_row");
-        expect_same_ints(gpu.l.m_indices, cpu.l.m_indices, what + " m_indices");
-        expect_same_ints(gpu.l.src_token, cpu.l.src_token, what + " src_token");
-      } else {
-        expect_same_layout_up_to_order(gpu.l, cpu.l, cpu.ids, what);
-      }
+      expect_fused_matches_cpu(gpu, cpu, T, what);
       if (::testing::Test::HasFatalFailure()) return;
     }
 }

@@ -4,6 +4,7 @@
 
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
+#include "dsa/model/common/shard_slices.h"
 #include "dsa/model/deepseek_v4/sharding.h"
 
 namespace dsa::engine {
@@ -18,9 +19,7 @@ void check_tensor_parallel_size(const model::ModelConfig& cfg, int size, bool ex
   DSA_CHECK(cfg.num_heads % size == 0,
             "tensor parallel size (--tensor-parallel-size) {} does not divide num_attention_heads ({})", size,
             cfg.num_heads);
-  DSA_CHECK(!expert_parallel || cfg.n_routed_experts % size == 0,
-            "--enable-expert-parallel: tensor parallel size {} does not divide n_routed_experts ({})", size,
-            cfg.n_routed_experts);
+  if (expert_parallel) model::check_expert_parallel(cfg.n_routed_experts, size);
 }
 
 void check_tensor_parallel_options(int size, int speculative_tokens) {

@@ -12,6 +12,11 @@ Range rank_range(int64_t n, int rank, int size, std::string_view what) {
   return {n / size * rank, n / size * (rank + 1)};
 }
 
+void check_expert_parallel(int64_t experts, int size) {
+  DSA_CHECK(size >= 1 && experts % size == 0,
+            "--enable-expert-parallel: tensor parallel size {} does not divide n_routed_experts ({})", size, experts);
+}
+
 Tensor gather_ranges(const Tensor& t, int64_t dim, const std::vector<Range>& ranges) {
   DSA_CHECK(t.defined() && dim >= 0 && dim < t.dim(), "gather_ranges: dim {} of {}", dim, t.defined() ? t.str() : "undefined");
   const Tensor h = t.to(Device::cpu()).contiguous();

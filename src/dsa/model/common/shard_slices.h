@@ -22,6 +22,10 @@ struct Range {
 // Rank's equal part of an extent n; throws naming `what` unless size divides n.
 Range rank_range(int64_t n, int rank, int size, std::string_view what);
 
+// Expert parallelism (--enable-expert-parallel): throws naming both values unless `size` ranks
+// can each hold an equal number of the `experts` routed experts.
+void check_expert_parallel(int64_t experts, int size);
+
 // The ranges of t along dim, concatenated in order, as a new contiguous tensor on t's device.
 Tensor gather_ranges(const Tensor& t, int64_t dim, const std::vector<Range>& ranges);
 

@@ -7,9 +7,7 @@ namespace dsa::model::v4 {
 void check_tensor_parallel(const ModelConfig& c, int size, bool ep) {
   DSA_CHECK(size >= 1, "tensor parallel size (--tensor-parallel-size) must be >= 1, got {}", size);
   if (size == 1) return;
-  DSA_CHECK(!ep || c.n_routed_experts % size == 0,
-            "--enable-expert-parallel: tensor parallel size {} does not divide n_routed_experts ({})", size,
-            c.n_routed_experts);
+  if (ep) check_expert_parallel(c.n_routed_experts, size);
   DSA_CHECK(c.num_heads % size == 0,
             "tensor parallel size (--tensor-parallel-size) {} does not divide num_attention_heads ({})", size,
             c.num_heads);

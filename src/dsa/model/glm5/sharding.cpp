@@ -63,15 +63,9 @@ void shard_weights(Weights& w, const weights::Glm5Dims& d, int rank, int size, b
       if (ep) {
         // Whole experts: the rank's part of the stacks (copied, so the others' memory goes).
         const Range e = rank_range(L.moe.w13.experts(), rank, size, "--enable-expert-parallel: " + at + " routed experts");
-        const auto own = [&](const Tensor& t) {
-          const Tensor part = t.slice(0, e.begin, e.end);
-          Tensor copy = Tensor::empty(part.shape(), part.dtype(), part.device());
-          copy.copy_from(part);
-          return copy;
-        };
         for (ops::ExpertWeights* x : {&L.moe.w13, &L.moe.w2}) {
-          x->weight = own(x->weight);
-          if (x->scale.defined()) x->scale = own(x->scale);
+          x->weight = gather_ranges(x->weight, 0, {e});
+          if (x->scale.defined()) x->scale = gather_ranges(x->scale, 0, {e});
         }
         L.expert_base = e.begin;
       } else {
