@@ -246,7 +246,21 @@ class TcpRank final : public Communicator {
       Writer w;
       p.write(w);
       if (sends_data(p.op, r_, p.root)) w.raw(data, p.bytes);
-      send_frame(s, Kind::Post, w.bytes(), what);
+      try {
+        send_frame(s, Kind::Post, w.bytes(), what);
+      } catch (const std::exception& e) {
+        // Rank 0 may have stopped the group before reading this post: its reason can already be
+        // here, and says more than the failed send.
+        std::string why;
+        bool told = false;
+        try {
+          told = recv_frame(s, why, std::chrono::steady_clock::now() + std::chrono::milliseconds(500), what) ==
+                 Kind::Error;
+        } catch (const std::exception&) {
+        }
+        s.close();
+        stopped(told ? why : e.what());
+      }
       k = recv_frame(s, reply, deadline(), what);
     } catch (const GroupStopped&) {
       throw;
@@ -271,7 +285,9 @@ class TcpRank final : public Communicator {
         send_frame(s, Kind::Error, why, "the stop message");
       } catch (const std::exception&) {  // that rank is gone too: nothing to tell it
       }
-      s.close();
+      // Not a plain close: a rank whose post is still unread here would get a reset that can
+      // drop the stop message (seen: "send failed: Broken pipe" instead of the reason).
+      s.close_after_draining(std::chrono::steady_clock::now() + std::chrono::milliseconds(500));
     }
     stopped(why);
   }

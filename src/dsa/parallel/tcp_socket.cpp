@@ -85,6 +85,19 @@ void TcpStream::close() {
   fd_ = -1;
 }
 
+void TcpStream::close_after_draining(Deadline until) {
+  if (fd_ < 0) return;
+  ::shutdown(fd_, SHUT_WR);
+  char buf[4096];
+  for (;;) {
+    pollfd pf{fd_, POLLIN, 0};
+    if (::poll(&pf, 1, ms_left(until)) <= 0) break;  // timed out or failed
+    const ssize_t k = ::recv(fd_, buf, sizeof buf, 0);
+    if (k <= 0 && !(k < 0 && errno == EINTR)) break;  // the peer closed, or an error
+  }
+  close();
+}
+
 TcpStream TcpStream::connect(const HostPort& to, Deadline until) {
   const sockaddr_in a = resolve(to);
   std::string last;

@@ -37,6 +37,10 @@ class TcpStream {
 
   bool open() const { return fd_ >= 0; }
   void close();
+  // Closes after a last message: stops sending, then reads and drops what the peer still sends
+  // until it closes or `until` passes. A plain close() with unread input makes the kernel reset
+  // the connection, and a reset can throw away the last message before the peer reads it.
+  void close_after_draining(Deadline until);
   // All n bytes, or throws. `what` names the exchange in the error ("rank 2's all_reduce_sum").
   void send_all(const void* data, size_t n, const std::string& what);
   // Exactly n bytes before `until`, or throws: "... closed the connection" when the peer closed
