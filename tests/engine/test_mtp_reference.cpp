@@ -140,8 +140,8 @@ TEST(MtpReference, Glm5DraftMatchesPlainLoops) {
   const std::vector<float> embed = as_float(w.embed), head = as_float(w.lm_head);
   const model::glm5::MtpWeights& M = w.mtp.at(0);
   const std::vector<float> enorm = as_float(M.enorm), hnorm = as_float(M.hnorm), norm = as_float(M.shared_norm);
-  const std::vector<float> eh = M.eh_proj.is_fp8() ? as_float(M.eh_proj.fp8.weight, M.eh_proj.fp8.scale)
-                                                    : as_float(M.eh_proj.bf16);
+  const std::vector<float> eh =
+      M.eh_proj.fp8() ? as_float(M.eh_proj.weight, M.eh_proj.scale) : as_float(M.eh_proj.weight);
   double worst = 0;
   for (size_t p = 0; p + 1 < kPrompt.size(); ++p) {
     // The identity blocks leave the target's hidden state at the embedding.

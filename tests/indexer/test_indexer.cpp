@@ -368,11 +368,11 @@ TEST(ModelopsIndexer, CudaFastSelectRejectsLongRows) {
 }
 
 TEST(ModelopsIndexer, SelectPathRule) {
-  // Long decode rows (> 8192 entries, <= 64 rows) take the wide selection, everything else the
-  // per-row select; the register-resident select only when asked for (or with
-  // DSA_INDEXER_FAST_SELECT=1, for rows of at most 16384 entries).
+  // Rows of at most 16384 entries take the register-resident select (unless
+  // DSA_INDEXER_FAST_SELECT=0); longer decode rows (<= 64 rows) the wide selection, everything
+  // else the per-row select.
   const char* env = std::getenv("DSA_INDEXER_FAST_SELECT");
-  const bool fast = env != nullptr && std::string(env) == "1";
+  const bool fast = env == nullptr || std::string(env) != "0";
   EXPECT_EQ(topk_select_path(1, 4109, TopkSelectPath::Auto), fast ? TopkSelectPath::Fast : TopkSelectPath::PerRow);
   EXPECT_EQ(topk_select_path(1, 8193, TopkSelectPath::Auto), fast ? TopkSelectPath::Fast : TopkSelectPath::Wide);
   EXPECT_EQ(topk_select_path(1, 16385, TopkSelectPath::Auto), TopkSelectPath::Wide);

@@ -99,12 +99,23 @@ ops::ExpertWeights expert_cols(const ops::ExpertWeights& w, const std::vector<Ra
   return o;
 }
 
-ops::Fp8BlockWeight fp8_rows(const ops::Fp8BlockWeight& w, const std::vector<Range>& ranges, std::string_view what) {
-  return {gather_ranges(w.weight, 0, ranges), gather_ranges(w.scale, 0, block_ranges(ranges, 128, w.weight.size(0), what))};
+namespace {
+
+Linear linear_part(const Linear& l, int64_t dim, const std::vector<Range>& ranges, std::string_view what) {
+  Linear o;
+  o.weight = gather_ranges(l.weight, dim, ranges);
+  if (l.fp8()) o.scale = gather_ranges(l.scale, dim, block_ranges(ranges, 128, l.weight.size(dim), what));
+  return o;
 }
 
-ops::Fp8BlockWeight fp8_cols(const ops::Fp8BlockWeight& w, const std::vector<Range>& ranges, std::string_view what) {
-  return {gather_ranges(w.weight, 1, ranges), gather_ranges(w.scale, 1, block_ranges(ranges, 128, w.weight.size(1), what))};
+}  // namespace
+
+Linear linear_rows(const Linear& l, const std::vector<Range>& ranges, std::string_view what) {
+  return linear_part(l, 0, ranges, what);
+}
+
+Linear linear_cols(const Linear& l, const std::vector<Range>& ranges, std::string_view what) {
+  return linear_part(l, 1, ranges, what);
 }
 
 }  // namespace dsa::model

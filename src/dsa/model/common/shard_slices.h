@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dsa/core/tensor.h"
+#include "dsa/model/common/linear.h"
 #include "dsa/ops/linear/linear.h"
 #include "dsa/ops/moe/expert_gemm.h"
 
@@ -35,8 +36,10 @@ Tensor gather_ranges(const Tensor& t, int64_t dim, const std::vector<Range>& ran
 ops::ExpertWeights expert_rows(const ops::ExpertWeights& w, const std::vector<Range>& ranges, std::string_view what);
 ops::ExpertWeights expert_cols(const ops::ExpertWeights& w, const std::vector<Range>& ranges, std::string_view what);
 
-// An FP8 block-scaled linear [N][K] keeping rows or columns (blocks of 128 as above).
-ops::Fp8BlockWeight fp8_rows(const ops::Fp8BlockWeight& w, const std::vector<Range>& ranges, std::string_view what);
-ops::Fp8BlockWeight fp8_cols(const ops::Fp8BlockWeight& w, const std::vector<Range>& ranges, std::string_view what);
+// A linear [N][K] keeping the rows (out features) or columns (in features) in `ranges`, as new
+// contiguous tensors; FP8 keeps the 128x128 scale blocks that cover them (a range that cuts a
+// block throws naming `what`).
+Linear linear_rows(const Linear& l, const std::vector<Range>& ranges, std::string_view what);
+Linear linear_cols(const Linear& l, const std::vector<Range>& ranges, std::string_view what);
 
 }  // namespace dsa::model

@@ -1,6 +1,7 @@
 #include "dsa/model/deepseek_v4/attention.h"
 
 #include <algorithm>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -60,10 +61,14 @@ Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const 
   DSA_CHECK(x.dtype() == DType::BF16, "deepseek_v4: attention input must be bf16, got {}", x.str());
   const Tensor& xb = x;
 
-  // q path. The projections write bf16 (the FP8 GEMM's output rounding) and the norms read it
-  // directly, so no widening copy sits between them; the norms compute in f32 and round once.
-  Tensor qa = Tensor::empty({T, c.q_lora_rank}, DType::BF16, dev);
-  w.wq_a.apply(xb, qa);
+  // The projections of x: wq_a, wkv (bf16: the FP8 GEMM's output rounding, read directly by the
+  // norms, which compute in f32 and round once) and in compressed layers the compressors' and the
+  // indexer's (f32); one launch per set at one token (model/common/linear.h).
+  const std::vector<Tensor> xq = w.x_to_bf16.apply(xb, DType::BF16);
+  const std::vector<Tensor> xf = w.ratio != 0 ? w.x_to_f32.apply(xb, DType::F32) : std::vector<Tensor>{};
+
+  // q path
+  const Tensor& qa = xq[0];
   const Tensor q_res = Tensor::empty({T, c.q_lora_rank}, DType::BF16, dev);
   ops::rms_norm(qa, w.q_norm, q_res, norm);
   Tensor qb = Tensor::empty({T, H * D}, DType::BF16, dev);
@@ -76,8 +81,7 @@ Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const 
 
   // kv path: one 512-wide head (K = V): norm, RoPE, bf16 and the MODEL1 insert into the
   // sliding-window cache in one launch
-  Tensor kvb = Tensor::empty({T, D}, DType::BF16, dev);
-  w.wkv.apply(xb, kvb);
+  const Tensor& kvb = xq[1];
   const kv::KvPool& swa = s.pool(layer, CacheRole::SlidingWindow);
   ops::rms_norm_rope_model1(kvb, w.kv_norm, pos, swa.data, swa.page_size, s.group(layer, CacheRole::SlidingWindow).slots,
                             Tensor(), norm_rope);
@@ -85,10 +89,11 @@ Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const 
   // compressed entries (CSA: the indexer's choice; HCA: all visible)
   Tensor extra_idx;
   if (w.ratio != 0) {
-    compress_into_cache(w.compressor, w.ratio, c.head_dim, CacheRole::Compressed, layer, s, xb, false);
+    compress_into_cache(w.compressor, w.ratio, c.head_dim, CacheRole::Compressed, layer, s, xf[0], xf[1], false);
     if (w.ratio == 4) {
-      compress_into_cache(w.idx_compressor, w.ratio, c.index_head_dim, CacheRole::IndexerKeys, layer, s, xb, true);
-      extra_idx = indexer_select(w, layer, s, xb, q_res);
+      compress_into_cache(w.idx_compressor, w.ratio, c.index_head_dim, CacheRole::IndexerKeys, layer, s, xf[2], xf[3],
+                          true);
+      extra_idx = indexer_select(w, layer, s, q_res, xf[4]);
     } else {
       extra_idx = s.shared_slots(s.pool(layer, CacheRole::Compressed).group, Step::SlotList::HcaVisible,
                                  [&] { return hca_indices(w.ratio, layer, s); });

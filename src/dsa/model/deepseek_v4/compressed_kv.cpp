@@ -1,12 +1,12 @@
 #include "dsa/model/deepseek_v4/compressed_kv.h"
 
+#include "dsa/core/error.h"
 #include "dsa/formats/kv_cache_ops.h"
 #include "dsa/model/common/indexer_rows.h"
 #include "dsa/model/deepseek_v4/compressor_state.h"
 #include "dsa/model/deepseek_v4/rope_config.h"
 #include "dsa/ops/compressor/compressor_batch.h"
 #include "dsa/ops/indexer/indexer.h"
-#include "dsa/ops/linear/linear.h"
 #include "dsa/ops/rope/rope.h"
 #include "dsa/ops/sparse_index/sparse_index.h"
 
@@ -19,14 +19,13 @@ ops::BlockTable blocks_of(const kv::GroupMetadata& g) { return {g.block_table, g
 }  // namespace
 
 void compress_into_cache(const CompressorWeights& w, int ratio, int64_t head_dim, attn::CacheRole role, int layer,
-                         const Step& s, const Tensor& xb, bool indexer) {
+                         const Step& s, const Tensor& kv, const Tensor& score, bool indexer) {
   const ModelConfig& c = *s.config;
   const ops::CompressorConfig cfg = compressor_config(c, ratio, head_dim);
-  const int64_t T = s.tokens();
-  const Device dev = xb.device();
-  Tensor kv = Tensor::empty({T, cfg.width()}, DType::F32, dev), score = Tensor::empty({T, cfg.width()}, DType::F32, dev);
-  ops::linear_bf16(xb, w.wkv, kv);
-  ops::linear_bf16(xb, w.wgate, score);
+  const Device dev = kv.device();
+  DSA_CHECK(kv.dim() == 2 && kv.size(1) == cfg.width() && score.shape() == kv.shape(),
+            "deepseek_v4: layer {} compressor inputs {} / {}, expected [T][{}]", layer, kv.str(), score.str(),
+            cfg.width());
   const kv::KvPool& pool = s.pool(layer, role);
   const kv::GroupMetadata& g = s.meta().groups.at(static_cast<size_t>(pool.group));
   DSA_CHECK(g.ratio == ratio, "deepseek_v4: layer {} {} cache has ratio {}, the compressor {}", layer,
@@ -52,17 +51,17 @@ void compress_into_cache(const CompressorWeights& w, int ratio, int64_t head_dim
                       .slots = g.entry_slots});
 }
 
-Tensor indexer_select(const LayerWeights& w, int layer, const Step& s, const Tensor& xb, const Tensor& q_res) {
+Tensor indexer_select(const LayerWeights& w, int layer, const Step& s, const Tensor& q_res, const Tensor& weights) {
   const ModelConfig& c = *s.config;
   const int64_t T = s.tokens(), nh = c.index_n_heads, hd = c.index_head_dim, topk = c.index_topk;
-  const Device dev = xb.device();
+  const Device dev = q_res.device();
   const kv::BatchMetadata& m = s.meta();
   Tensor q = Tensor::empty({T, nh * hd}, DType::F32, dev);
   w.idx_wq_b.apply(q_res, q);
   const Tensor q3 = q.reshape({T, nh, hd});
   ops::apply_rope(q3, m.positions, rope_config(c, 4), {.offset = hd - c.qk_rope_head_dim});
-  Tensor weights = Tensor::empty({T, nh}, DType::F32, dev);
-  ops::linear_bf16(xb, w.idx_weights_proj, weights);
+  DSA_CHECK(weights.dim() == 2 && weights.size(0) == T && weights.size(1) == nh,
+            "deepseek_v4: layer {} indexer weights {}, expected [{}][{}]", layer, weights.str(), T, nh);
 
   const kv::KvPool& keys_pool = s.pool(layer, attn::CacheRole::IndexerKeys);
   const kv::GroupMetadata& g = m.groups.at(static_cast<size_t>(keys_pool.group));

@@ -67,16 +67,15 @@ void add_bytes(size_t& b, const Tensor& t) { b += t.defined() ? t.nbytes() : 0; 
 // Bytes of one layer's weights as the forward reads them (each held once on the device).
 size_t layer_bytes(const LayerWeights& L) {
   size_t b = 0;
-  for (const Tensor* t : {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.kv_norm, &L.sink, &L.wo_a, &L.idx_weights_proj})
-    add_bytes(b, *t);
+  for (const Tensor* t : {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.kv_norm, &L.sink, &L.wo_a}) add_bytes(b, *t);
   for (const MhcWeights* m : {&L.hc_attn, &L.hc_ffn})
     for (const Tensor* t : {&m->fn, &m->base, &m->scale}) add_bytes(b, *t);
-  for (const Linear* l : {&L.wq_a, &L.wq_b, &L.wkv, &L.wo_b, &L.idx_wq_b}) {
-    add_bytes(b, l->weight);
-    add_bytes(b, l->scale);
+  // The fused projections' parts are views: their bytes add up to the fused weight's.
+  for (const Linear* l : {&L.wq_a, &L.wq_b, &L.wkv, &L.wo_b, &L.idx_wq_b, &L.idx_weights_proj}) b += l->nbytes();
+  for (const CompressorWeights* c : {&L.compressor, &L.idx_compressor}) {
+    for (const Tensor* t : {&c->ape, &c->norm}) add_bytes(b, *t);
+    for (const Linear* l : {&c->wkv, &c->wgate}) b += l->nbytes();
   }
-  for (const CompressorWeights* c : {&L.compressor, &L.idx_compressor})
-    for (const Tensor* t : {&c->ape, &c->wkv, &c->wgate, &c->norm}) add_bytes(b, *t);
   for (const Tensor* t : {&L.moe.gate, &L.moe.gate_bias, &L.moe.tid2eid}) add_bytes(b, *t);
   for (const ops::ExpertWeights* e : {&L.moe.w13, &L.moe.w2, &L.moe.shared_w13, &L.moe.shared_w2}) {
     add_bytes(b, e->weight);

@@ -4,35 +4,13 @@
 
 #include <fmt/format.h>
 
-#include "dsa/core/dtype_conv.h"
 #include "dsa/core/error.h"
 #include "dsa/model/common/shard_slices.h"
 #include "dsa/ops/tensor/tensor_ops.h"
 
 namespace dsa::model::v4 {
 
-void Linear::apply(const Tensor& x, Tensor& out) const {
-  if (!fp8()) return ops::linear_bf16(x, weight, out);
-  // The FP8 GEMM writes bf16 (its output rounding); widen when the caller wants f32.
-  if (out.dtype() == DType::BF16) return ops::linear_fp8_block(x, ops::Fp8BlockWeight{weight, scale}, out);
-  Tensor tmp = Tensor::empty(out.shape(), DType::BF16, out.device());
-  ops::linear_fp8_block(x, ops::Fp8BlockWeight{weight, scale}, tmp);
-  ops::copy_cast(out, tmp);
-}
-
 namespace {
-
-// UE8M0 block scales widened to f32 once here (exact: they are powers of two), so no forward
-// converts them per call.
-Tensor scale_f32(const Tensor& s) {
-  if (s.dtype() == DType::F32) return s;
-  DSA_CHECK(s.dtype() == DType::E8M0, "deepseek_v4: block scales must be f32 or UE8M0, got {}", s.str());
-  const Tensor h = s.to(Device::cpu());
-  Tensor out = Tensor::empty(s.shape(), DType::F32);
-  const uint8_t* in = h.data<uint8_t>();
-  for (int64_t i = 0; i < h.numel(); ++i) out.data<float>()[i] = ue8m0_to_f32(in[i]);
-  return out;
-}
 
 // Which part of a checkpoint tensor a rank keeps (sharding.h): all of it, or a range of its rows
 // (out features) or columns (in features).
@@ -44,27 +22,35 @@ struct Cut {
 // The cut of a host tensor; FP8 block scales follow their 128x128 blocks (a cut through a block
 // throws naming `what`).
 Linear cut_linear(const Tensor& weight, const Tensor& scale, const Cut& cut, const std::string& what) {
-  if (cut.dim == Cut::All) return {weight, scale};
-  if (scale.defined()) {
-    const ops::Fp8BlockWeight f{weight, scale};
-    const ops::Fp8BlockWeight o = cut.dim == Cut::Rows ? fp8_rows(f, {cut.range}, what) : fp8_cols(f, {cut.range}, what);
-    return {o.weight, o.scale};
-  }
-  return {gather_ranges(weight, cut.dim == Cut::Rows ? 0 : 1, {cut.range}), Tensor()};
+  const Linear l{weight, scale};
+  if (cut.dim == Cut::All) return l;
+  return cut.dim == Cut::Rows ? linear_rows(l, {cut.range}, what) : linear_cols(l, {cut.range}, what);
 }
 
 Linear linear(const LoadedWeights& w, const std::string& name, Device dev, const Cut& cut = {}) {
   const Linear c = cut_linear(w.get(name + ".weight"), w.has(name + ".scale") ? w.get(name + ".scale") : Tensor(), cut,
                               name);
-  Linear l;
-  l.weight = c.weight.to(dev);
-  if (c.scale.defined()) l.scale = scale_f32(c.scale).to(dev);
-  return l;
+  return make_linear(c.weight, c.scale, dev, name + ".weight");
 }
 
 CompressorWeights compressor(const LoadedWeights& w, const std::string& p, Device dev) {
-  return {w.get(p + "ape").to(dev), w.get(p + "wkv.weight").to(dev), w.get(p + "wgate.weight").to(dev),
+  return {w.get(p + "ape").to(dev), linear(w, p + "wkv", dev), linear(w, p + "wgate", dev),
           w.get(p + "norm.weight").to(dev)};
+}
+
+// Fuses the projections of the attention input (LayerWeights::x_to_bf16 / x_to_f32) and points
+// the named fields at their parts, so each weight is held once.
+void fuse_input_projections(LayerWeights& L, const std::string& a) {
+  L.x_to_bf16 = FusedLinear::of({L.wq_a, L.wkv}, a + "wq_a/wkv");
+  L.wq_a = L.x_to_bf16.part(0);
+  L.wkv = L.x_to_bf16.part(1);
+  if (L.ratio == 0) return;
+  std::vector<Linear*> f32{&L.compressor.wkv, &L.compressor.wgate};
+  if (L.ratio == 4) f32.insert(f32.end(), {&L.idx_compressor.wkv, &L.idx_compressor.wgate, &L.idx_weights_proj});
+  std::vector<Linear> parts;
+  for (const Linear* l : f32) parts.push_back(*l);
+  L.x_to_f32 = FusedLinear::of(parts, a + "compressor/indexer projections");
+  for (size_t i = 0; i < f32.size(); ++i) *f32[i] = L.x_to_f32.part(i);
 }
 
 MhcWeights mhc(const LoadedWeights& w, const std::string& p, Device dev) {
@@ -74,7 +60,7 @@ MhcWeights mhc(const LoadedWeights& w, const std::string& p, Device dev) {
 // Expert block scales as the expert GEMM reads them: MXFP4 keeps its UE8M0 bytes (one per 32
 // values), FP8 128x128 blocks take f32 (widened here once).
 Tensor expert_scale(const Tensor& s, ops::WeightFormat fmt) {
-  return fmt == ops::WeightFormat::FP8Block ? scale_f32(s) : s;
+  return fmt == ops::WeightFormat::FP8Block ? block_scales_f32(s) : s;
 }
 
 // One expert's w1 / w3 (rows) or w2 (columns) of the rank's intermediate slice, as the
@@ -259,9 +245,10 @@ LayerWeights layer_weights(const LoadedWeights& w, const std::string& p, int rat
   if (L.ratio != 0) L.compressor = compressor(w, a + "compressor.", dev);
   if (L.ratio == 4) {
     L.idx_wq_b = linear(w, a + "indexer.wq_b", dev);
-    L.idx_weights_proj = w.get(a + "indexer.weights_proj.weight").to(dev);
+    L.idx_weights_proj = linear(w, a + "indexer.weights_proj", dev);
     L.idx_compressor = compressor(w, a + "indexer.compressor.", dev);
   }
+  fuse_input_projections(L, a);
   const std::string f = p + "ffn.";
   L.moe.gate = w.get(f + "gate.weight").to(dev);
   if (w.has(f + "gate.tid2eid"))

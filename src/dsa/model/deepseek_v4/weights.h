@@ -9,6 +9,7 @@
 
 #include "dsa/core/tensor.h"
 #include "dsa/model/checkpoint_load.h"
+#include "dsa/model/common/linear.h"
 #include "dsa/model/config.h"
 #include "dsa/model/deepseek_v4/sharding.h"
 #include "dsa/ops/linear/linear.h"
@@ -16,19 +17,9 @@
 
 namespace dsa::model::v4 {
 
-// A dense projection out = x W^T: FP8 128x128 block-scaled, or BF16.
-struct Linear {
-  Tensor weight;  // [N][K] e4m3 or bf16
-  Tensor scale;   // [ceil(N/128)][K/128] (FP8 only)
-  bool fp8() const { return scale.defined(); }
-  int64_t out_features() const { return weight.size(0); }
-  // x: bf16 [T][K]; out: f32 or bf16 [T][N].
-  void apply(const Tensor& x, Tensor& out) const;
-};
-
 struct CompressorWeights {
   Tensor ape;          // f32 [m][coff*d]
-  Tensor wkv, wgate;   // bf16 [coff*d][hidden]
+  Linear wkv, wgate;   // bf16 [coff*d][hidden] (views of LayerWeights::x_to_f32)
   Tensor norm;         // [d]
 };
 
@@ -47,8 +38,13 @@ struct LayerWeights {
   CompressorWeights compressor;  // ratio != 0
   // indexer (ratio 4)
   Linear idx_wq_b;
-  Tensor idx_weights_proj;  // bf16 [index_heads][hidden]
+  Linear idx_weights_proj;  // bf16 [index_heads][hidden] (a view of x_to_f32)
   CompressorWeights idx_compressor;
+  // The projections of the attention input x, each set one weight (model/common/linear.h; the
+  // named fields are views of its parts): wq_a, wkv (bf16 out); and in compressed layers the
+  // compressor's wkv, wgate, then for CSA the indexer compressor's wkv, wgate and the indexer's
+  // weights_proj (f32 out).
+  FusedLinear x_to_bf16, x_to_f32;
   // MoE
   ops::MoeLayerWeights moe;
   int64_t expert_base = 0;  // expert parallelism: moe.w13 / w2 hold experts [base, base + their count)

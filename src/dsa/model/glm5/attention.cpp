@@ -12,17 +12,17 @@
 namespace dsa::model::glm5 {
 
 IndexerInputs indexer_inputs(const IndexerWeights& w, const Tensor& x, const Tensor& q_res, const Tensor& positions,
-                             const AttentionConfig& cfg) {
+                             const AttentionConfig& cfg, const Tensor& wk_x) {
   const int64_t T = x.size(0), Hi = cfg.index_heads, D = cfg.index_dim;
   const Device dev = x.device();
   ops::RopeParams rp = cfg.rope_params;
   rp.offset = 0;  // the indexer rotates the FIRST qk_rope dims of its 128
 
   IndexerInputs in;
-  in.q = apply(w.wq_b, q_res).reshape({T, Hi, D});
+  in.q = w.wq_b.apply(q_res).reshape({T, Hi, D});
   ops::apply_rope(in.q, positions, cfg.rope, rp);
 
-  Tensor k_raw = apply(w.wk, x);  // bf16 [T][128]
+  const Tensor k_raw = wk_x.defined() ? wk_x : w.wk.apply(x);  // bf16 [T][128]
   in.k = Tensor::empty({T, D}, DType::F32, dev);
   ops::layer_norm(k_raw, w.k_norm_w, w.k_norm_b, in.k, ops::NormParams{1e-6f});
   ops::apply_rope(in.k, positions, cfg.rope, rp);
@@ -37,11 +37,11 @@ namespace {
 // Runs the indexer of a "full" layer: the new tokens' keys go into the layer's paged FP8 key
 // cache (the "tokens" group's slots), then every token scores its own request's keys there.
 // Leaves the chosen global slots in step.topk_slots.
-void run_indexer(const IndexerWeights& w, int layer, const Tensor& x, const Tensor& q_res,
+void run_indexer(const IndexerWeights& w, int layer, const Tensor& x, const Tensor& q_res, const Tensor& wk_x,
                  const AttentionConfig& cfg, Step& step) {
   const int64_t T = step.tokens, Hi = cfg.index_heads, D = cfg.index_dim;
   const Device dev = x.device();
-  const IndexerInputs in = indexer_inputs(w, x, q_res, step.positions, cfg);
+  const IndexerInputs in = indexer_inputs(w, x, q_res, step.positions, cfg, wk_x);
   const Tensor &qi = in.q, &k = in.k, &weights = in.weights;
 
   const kv::KvPool& keys = step.in->pool(layer, attn::CacheRole::IndexerKeys);
@@ -79,16 +79,19 @@ Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const 
   const Device dev = x.device();
   const ops::NormParams rms{cfg.lora_norm_eps};
 
+  // q_a, [the indexer's wk,] kv_a of x: one launch at one token (model/common/linear.h).
+  const std::vector<Tensor> xp = w.x_proj.apply(x, DType::BF16);
+
   // Queries.
-  Tensor q_res = apply(w.q_a, x);
+  Tensor q_res = xp.front();
   ops::rms_norm(q_res, w.q_a_norm, q_res, rms);
-  Tensor q = apply(w.q_b, q_res).reshape({T, H, Dn + Dr});
+  Tensor q = w.q_b.apply(q_res).reshape({T, H, Dn + Dr});
   ops::RopeParams rp = cfg.rope_params;
   rp.offset = Dn;
   ops::apply_rope(q, step.positions, cfg.rope, rp);
 
   // Latent + rope key of the new tokens, into the cache.
-  Tensor kv = apply(w.kv_a, x);  // [T][512 + 64]
+  Tensor kv = xp.back();  // [T][512 + 64]
   ops::rms_norm(kv.slice(1, 0, C), w.kv_a_norm, kv.slice(1, 0, C), rms);
   rp.offset = 0;
   ops::apply_rope(kv.slice(1, C, C + Dr), step.positions, cfg.rope, rp);
@@ -102,7 +105,7 @@ Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const 
   formats::kv_insert(ins);
 
   // Which keys each query reads.
-  if (w.has_indexer) run_indexer(w.indexer, layer, x, q_res, cfg, step);
+  if (w.has_indexer) run_indexer(w.indexer, layer, x, q_res, xp.at(1), cfg, step);
   DSA_CHECK(step.topk_slots.defined(), "glm5 layer {}: a shared indexer layer needs a full layer before it", layer);
 
   // Absorbed query [W_UK q_nope | q_rope] per head, written straight into the padded layout
@@ -128,7 +131,7 @@ Tensor attention_block(const LayerWeights& w, int layer, const Tensor& x, const 
   // Latent output -> v per head -> o_proj.
   Tensor v = Tensor::empty({T, H, cfg.v_head}, DType::BF16, dev);
   ops::head_matmul(sp.o.slice(1, 0, H), w.w_uv, v);
-  return apply(w.o_proj, v.reshape({T, H * cfg.v_head}));
+  return w.o_proj.apply(v.reshape({T, H * cfg.v_head}));
 }
 
 }  // namespace dsa::model::glm5

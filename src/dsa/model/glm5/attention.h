@@ -42,11 +42,13 @@ struct AttentionConfig {
 // [T][q_lora], positions i32|i64 [T] -> q bf16 [T][index_heads][index_dim] (RoPE applied),
 // k f32 [T][index_dim] (LayerNorm, RoPE), weights f32 [T][index_heads] (raw weights_proj x).
 // ops::indexer_topk(q, keys, weights, positions, IndexerParams::glm(...)) then scores and selects.
+// wk_x: wk(x) when the caller has it (bf16 [T][index_dim], from the layer's fused projections);
+// undefined: computed here.
 struct IndexerInputs {
   Tensor q, k, weights;
 };
 IndexerInputs indexer_inputs(const IndexerWeights& w, const Tensor& x, const Tensor& q_res, const Tensor& positions,
-                             const AttentionConfig& cfg);
+                             const AttentionConfig& cfg, const Tensor& wk_x = {});
 
 // x: bf16 [T][hidden] (input_layernorm output). Returns bf16 [T][hidden].
 // cache: the layer's fp8_ds_mla latent pool (KV manager), addressed by step.slots / step.blocks.

@@ -71,11 +71,8 @@ std::vector<attn::LayerPlan> plan_for(const ModelConfig& cfg, Device dev, const 
 }
 
 void add_bytes(size_t& b, const Tensor& t) { b += t.defined() ? t.nbytes() : 0; }
-void add_linear(size_t& b, const Linear& l) {
-  add_bytes(b, l.bf16);
-  add_bytes(b, l.fp8.weight);
-  add_bytes(b, l.fp8.scale);
-}
+// (x_proj's parts are views: their bytes add up to the fused weight's.)
+void add_linear(size_t& b, const Linear& l) { b += l.nbytes(); }
 
 // Bytes of one layer's weights as the forward reads them.
 size_t layer_bytes(const LayerWeights& L) {
@@ -273,7 +270,7 @@ void Model::draft(const StepInputs& in, const Tensor& logits) {
   ops::copy_cast(cat.slice(1, 0, Hd), en);
   ops::copy_cast(cat.slice(1, Hd, 2 * Hd), hn);
   Tensor x = Tensor::empty({T, Hd}, DType::F32, device_);
-  ops::copy_cast(x, apply(M.eh_proj, cat));
+  ops::copy_cast(x, M.eh_proj.apply(cat));
   trace_tensor("glm5.mtp.x0", x);
 
   Tensor h = Tensor::empty({T, Hd}, DType::BF16, device_);

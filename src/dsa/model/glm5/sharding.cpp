@@ -7,25 +7,6 @@ namespace dsa::model::glm5 {
 
 namespace {
 
-// Rows (out features) or columns (in features) of a linear.
-Linear linear_rows(const Linear& l, const std::vector<Range>& r, const std::string& what) {
-  Linear o = l;
-  if (l.is_fp8()) o.fp8 = fp8_rows(l.fp8, r, what);
-  else o.bf16 = gather_ranges(l.bf16, 0, r);
-  o.out = 0;
-  for (const Range& x : r) o.out += x.size();
-  return o;
-}
-
-Linear linear_cols(const Linear& l, const std::vector<Range>& r, const std::string& what) {
-  Linear o = l;
-  if (l.is_fp8()) o.fp8 = fp8_cols(l.fp8, r, what);
-  else o.bf16 = gather_ranges(l.bf16, 1, r);
-  o.in = 0;
-  for (const Range& x : r) o.in += x.size();
-  return o;
-}
-
 // A SwiGLU MLP in the ops/moe layout (w13 [E][2I][H]: gate rows then up rows; w2 [E][H][I]):
 // the rank keeps the same slice of I in the gate, the up and the down projection.
 void shard_swiglu(ops::ExpertWeights& w13, ops::ExpertWeights& w2, int rank, int size, const std::string& what) {

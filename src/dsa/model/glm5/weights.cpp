@@ -11,16 +11,6 @@
 
 namespace dsa::model::glm5 {
 
-Tensor apply(const Linear& l, const Tensor& x) {
-  DSA_CHECK(x.dim() == 2 && x.size(1) == l.in, "glm5 linear: input {} does not match in = {}", x.str(), l.in);
-  Tensor out = Tensor::empty({x.size(0), l.out}, DType::BF16, x.device());
-  if (l.is_fp8())
-    ops::linear_fp8_block(x, l.fp8, out);
-  else
-    ops::linear_bf16(x, l.bf16, out);
-  return out;
-}
-
 namespace {
 
 // A CPU copy of `t` as bf16 (F32 rounded to nearest even; BF16 copied).
@@ -37,15 +27,15 @@ Tensor to_bf16(const Tensor& t) {
 
 // Dequantized f32 copy of a linear weight [out][in] (CPU).
 Tensor dequant_f32(const Linear& l) {
-  Tensor out = Tensor::empty({l.out, l.in}, DType::F32);
-  if (l.is_fp8()) {
+  Tensor out = Tensor::empty({l.out_features(), l.in_features()}, DType::F32);
+  if (l.fp8()) {
     formats::Fp8BlockDequantParams p;
-    p.weight = l.fp8.weight;
-    p.scale = l.fp8.scale;
+    p.weight = l.weight;
+    p.scale = l.scale;
     p.out = out;
     formats::fp8_block_dequantize_cpu(p);
   } else {
-    const uint16_t* s = l.bf16.data<uint16_t>();
+    const uint16_t* s = l.weight.data<uint16_t>();
     for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = bf16_bits_to_f32(s[i]);
   }
   return out;
@@ -60,18 +50,18 @@ ops::ExpertWeights stack_bf16(const std::vector<std::vector<const Linear*>>& exp
                               Device dev) {
   const Linear& first = *experts.at(0).at(0);
   int64_t N = 0;
-  for (const Linear* l : experts[0]) N += l->out;
-  const int64_t E = static_cast<int64_t>(experts.size()), K = first.in;
+  for (const Linear* l : experts[0]) N += l->out_features();
+  const int64_t E = static_cast<int64_t>(experts.size()), K = first.in_features();
   ops::ExpertWeights w;
   w.format = ops::WeightFormat::BF16;
   w.weight = Tensor::empty({E, N, K}, DType::BF16, dev);
   for (int64_t e = 0; e < E; ++e) {
     int64_t n = 0;
     for (const Linear* l : experts[e]) {
-      DSA_CHECK(!l->is_fp8() && l->in == K && n + l->out <= N,
+      DSA_CHECK(!l->fp8() && l->in_features() == K && n + l->out_features() <= N,
                 "glm5: {}: expert {} mixes FP8 and BF16 weights or widths", what, e);
-      w.weight.select(0, e).slice(0, n, n + l->out).copy_from(l->bf16);
-      n += l->out;
+      w.weight.select(0, e).slice(0, n, n + l->out_features()).copy_from(l->weight);
+      n += l->out_features();
     }
     DSA_CHECK(n == N, "glm5: {}: expert {} has {} output rows, expert 0 has {}", what, e, n, N);
   }
@@ -83,26 +73,28 @@ ops::ExpertWeights stack_bf16(const std::vector<std::vector<const Linear*>>& exp
 ops::ExpertWeights stack_experts(const std::vector<std::vector<const Linear*>>& experts, const std::string& what,
                                  Device dev) {
   const Linear& first = *experts.at(0).at(0);
-  if (!first.is_fp8()) return stack_bf16(experts, what, dev);
+  if (!first.fp8()) return stack_bf16(experts, what, dev);
   int64_t N = 0;
   for (const Linear* l : experts[0]) {
-    DSA_CHECK(l->is_fp8() && l->in == first.in, "glm5: {}: mixes FP8 and BF16 weights or widths", what);
-    DSA_CHECK(experts[0].size() == 1 || l->out % 128 == 0,
-              "glm5: {}: width {} is not a multiple of 128, so gate/up cannot share one scale grid", what, l->out);
-    N += l->out;
+    DSA_CHECK(l->fp8() && l->in_features() == first.in_features(), "glm5: {}: mixes FP8 and BF16 weights or widths",
+              what);
+    DSA_CHECK(experts[0].size() == 1 || l->out_features() % 128 == 0,
+              "glm5: {}: width {} is not a multiple of 128, so gate/up cannot share one scale grid", what,
+              l->out_features());
+    N += l->out_features();
   }
-  const int64_t E = static_cast<int64_t>(experts.size()), K = first.in;
+  const int64_t E = static_cast<int64_t>(experts.size()), K = first.in_features();
   const Shape sgrid = formats::fp8_block_scale_shape(N, K);
   ops::ExpertWeights w;
   w.format = ops::WeightFormat::FP8Block;
   w.weight = Tensor::empty({E, N, K}, DType::E4M3, dev);
-  w.scale = Tensor::empty({E, sgrid[0], sgrid[1]}, first.fp8.scale.dtype(), dev);
+  w.scale = Tensor::empty({E, sgrid[0], sgrid[1]}, first.scale.dtype(), dev);
   for (int64_t e = 0; e < E; ++e) {
     int64_t n = 0, sn = 0;
     for (const Linear* l : experts[e]) {
-      const Tensor& lw = l->fp8.weight;
-      const Tensor& ls = l->fp8.scale;
-      DSA_CHECK(l->is_fp8() && l->in == K && n + l->out <= N && sn + ls.size(0) <= sgrid[0] && ls.size(1) == sgrid[1],
+      const Tensor& lw = l->weight;
+      const Tensor& ls = l->scale;
+      DSA_CHECK(l->fp8() && l->in_features() == K && n + l->out_features() <= N && sn + ls.size(0) <= sgrid[0] && ls.size(1) == sgrid[1],
                 "glm5: {}: expert {} mixes FP8 and BF16 weights, widths or scale grids", what, e);
       w.weight.select(0, e).slice(0, n, n + lw.size(0)).copy_from(lw);
       w.scale.select(0, e).slice(0, sn, sn + ls.size(0)).copy_from(ls);
@@ -114,17 +106,6 @@ ops::ExpertWeights stack_experts(const std::vector<std::vector<const Linear*>>& 
   return w;
 }
 
-Linear linear_to(const Linear& l, Device dev) {
-  Linear o = l;
-  if (l.is_fp8()) {
-    o.fp8.weight = l.fp8.weight.to(dev);
-    o.fp8.scale = l.fp8.scale.to(dev);
-  } else {
-    o.bf16 = l.bf16.to(dev);
-  }
-  return o;
-}
-
 }  // namespace
 
 Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Device dev, std::optional<DType> absorbed,
@@ -133,19 +114,11 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
   DSA_CHECK(absorbed_dtype == DType::F32 || absorbed_dtype == DType::BF16,
             "glm5: absorbed MLA weights (w_uk, w_uv) are stored in f32 or bf16, not {}", dtype_name(absorbed_dtype));
   auto get = [&](const std::string& n) { return lw.get(n); };
-  auto linear = [&](const std::string& base) {
-    Linear l;
+  // A linear as the checkpoint stores it, on the host (experts, kv_b_proj) or on `dev`.
+  auto linear = [&](const std::string& base, Device on = Device::cpu()) {
     const Tensor w = get(base + ".weight");
-    DSA_CHECK(w.dim() == 2, "glm5: {}.weight must be 2-D, got {}", base, w.str());
-    l.out = w.size(0);
-    l.in = w.size(1);
-    if (w.dtype() == DType::E4M3) {
-      l.fp8.weight = w;
-      l.fp8.scale = get(base + ".weight_scale_inv");
-    } else {
-      l.bf16 = to_bf16(w);
-    }
-    return l;
+    return make_linear(w, w.dtype() == DType::E4M3 ? get(base + ".weight_scale_inv") : Tensor(), on,
+                       "glm5: " + base + ".weight");
   };
   auto vec = [&](const std::string& n) { return get(n).to(dev); };
 
@@ -159,10 +132,10 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
     LayerWeights L;
     L.input_norm = vec(p + "input_layernorm.weight");
     L.post_attn_norm = vec(p + "post_attention_layernorm.weight");
-    L.q_a = linear_to(linear(a + "q_a_proj"), dev);
-    L.q_b = linear_to(linear(a + "q_b_proj"), dev);
-    L.kv_a = linear_to(linear(a + "kv_a_proj_with_mqa"), dev);
-    L.o_proj = linear_to(linear(a + "o_proj"), dev);
+    L.q_a = linear(a + "q_a_proj", dev);
+    L.q_b = linear(a + "q_b_proj", dev);
+    L.kv_a = linear(a + "kv_a_proj_with_mqa", dev);
+    L.o_proj = linear(a + "o_proj", dev);
     L.q_a_norm = vec(a + "q_a_layernorm.weight");
     L.kv_a_norm = vec(a + "kv_a_layernorm.weight");
 
@@ -191,12 +164,21 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
 
     L.has_indexer = has_indexer;
     if (L.has_indexer) {
-      L.indexer.wq_b = linear_to(linear(a + "indexer.wq_b"), dev);
-      L.indexer.wk = linear_to(linear(a + "indexer.wk"), dev);
+      L.indexer.wq_b = linear(a + "indexer.wq_b", dev);
+      L.indexer.wk = linear(a + "indexer.wk", dev);
       L.indexer.k_norm_w = vec(a + "indexer.k_norm.weight");
       L.indexer.k_norm_b = vec(a + "indexer.k_norm.bias");
       L.indexer.weights_proj = to_bf16(get(a + "indexer.weights_proj.weight")).to(dev);
     }
+    // q_a (2048 rows), wk (128), kv_a (576, not whole FP8 blocks: last) as one weight.
+    if (L.has_indexer) {
+      L.x_proj = FusedLinear::of({L.q_a, L.indexer.wk, L.kv_a}, a + "q_a/indexer.wk/kv_a");
+      L.indexer.wk = L.x_proj.part(1);
+    } else {
+      L.x_proj = FusedLinear::of({L.q_a, L.kv_a}, a + "q_a/kv_a");
+    }
+    L.q_a = L.x_proj.part(0);
+    L.kv_a = L.x_proj.part(L.x_proj.size() - 1);
 
     L.dense = dense;
     if (L.dense) {
@@ -236,7 +218,7 @@ Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Devic
     M.layer = load_layer(l, true, false);
     M.enorm = vec(p + "enorm.weight");
     M.hnorm = vec(p + "hnorm.weight");
-    M.eh_proj = linear_to(linear(p + "eh_proj"), dev);
+    M.eh_proj = linear(p + "eh_proj", dev);
     M.shared_norm = vec(p + "shared_head.norm.weight");
     W.mtp.push_back(std::move(M));
   }

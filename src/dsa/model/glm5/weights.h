@@ -19,24 +19,15 @@
 
 #include "dsa/core/tensor.h"
 #include "dsa/model/checkpoint_load.h"
+#include "dsa/model/common/linear.h"
 #include "dsa/ops/linear/linear.h"
 #include "dsa/ops/moe/moe_layer.h"
 
 namespace dsa::model::glm5 {
 
-// y = x W^T with W either bf16 or FP8 (e4m3 + f32 128x128 block scales).
-struct Linear {
-  Tensor bf16;               // [out][in] bf16, or undefined when fp8
-  ops::Fp8BlockWeight fp8;   // [out][in] e4m3 + [ceil(out/128)][ceil(in/128)] f32
-  int64_t out = 0, in = 0;
-  bool is_fp8() const { return fp8.weight.defined(); }
-};
-// x: bf16 [T][in] contiguous -> bf16 [T][out].
-Tensor apply(const Linear& l, const Tensor& x);
-
 struct IndexerWeights {
   Linear wq_b;         // [heads*128][q_lora]
-  Linear wk;           // [128][hidden]
+  Linear wk;           // [128][hidden] (a view of LayerWeights::x_proj)
   Tensor k_norm_w, k_norm_b;  // [128]
   Tensor weights_proj;        // bf16 [heads][hidden]
 };
@@ -44,6 +35,9 @@ struct IndexerWeights {
 struct LayerWeights {
   Tensor input_norm, post_attn_norm;  // [hidden]
   Linear q_a, q_b, kv_a, o_proj;
+  // The projections of the layer input x as one weight (model/common/linear.h): q_a, the
+  // indexer's wk on full layers, kv_a (q_a, wk and kv_a are views of its parts).
+  FusedLinear x_proj;
   Tensor q_a_norm, kv_a_norm;
   Tensor w_uk;  // f32|bf16 [H][kv_lora][qk_nope]
   Tensor w_uv;  // f32|bf16 [H][v_head][kv_lora]

@@ -88,6 +88,7 @@ __device__ uint64_t block_kth_largest(KeyFn key, int64_t n, int64_t k, RadixScra
         if (lane + o < 32) incl += v;
       }
       const int64_t above = static_cast<int64_t>(incl - own), rem = s.remaining;
+      __syncwarp();  // every lane has read s.remaining before one lane rewrites it
       if (above < rem && rem <= above + static_cast<int64_t>(own)) {
         int64_t left = rem - above;
         int digit = 8 * lane + 7;

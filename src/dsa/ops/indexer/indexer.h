@@ -35,10 +35,9 @@ namespace dsa::ops {
 // select, a bucket sort of the chosen; rows of at most kTopkSelectFastMaxEntries entries,
 // indexer_select_fast.cu). Auto: wide for rows of more than 8192 entries in steps of at most 64
 // rows (decode at long context, where one CTA per row left the GPU idle), else per row (prefill:
-// the rows alone fill the GPU, and the candidate list would be [T][N]); with
-// DSA_INDEXER_FAST_SELECT=1, Fast first for rows of at most kTopkSelectFastMaxEntries entries
-// (decode at up to 16K GLM tokens / 64K V4 tokens). Fast is not the default yet: its tests pass
-// on the H200 but it is not timed (`dsa bench indexer` compares it with the other paths).
+// the rows alone fill the GPU, and the candidate list would be [T][N]); but first Fast, for rows
+// of at most kTopkSelectFastMaxEntries entries (up to 16K GLM tokens / 64K V4 tokens), unless
+// DSA_INDEXER_FAST_SELECT=0 (`dsa bench indexer` compares the paths).
 enum class TopkSelectPath { Auto, PerRow, Wide, Fast };
 constexpr int64_t kTopkSelectFastMaxEntries = 16384;
 // The path topk_select takes for `rows` rows of `entries` entries (Auto resolved).

@@ -184,7 +184,8 @@ __global__ void __launch_bounds__(kFastThreads) fast_select_kernel(const __grid_
         const uint4 hi = reinterpret_cast<const uint4*>(hist)[2 * lane + 1];
         const uint32_t c[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
         const uint32_t own = lo.x + lo.y + lo.z + lo.w + hi.x + hi.y + hi.z + hi.w;
-        const uint32_t rem = s.remaining;  // read by every lane before the shuffles, written after
+        const uint32_t rem = s.remaining;
+        __syncwarp();  // every lane has read s.remaining before one lane rewrites it below
         uint32_t incl = own;
         for (int o = 1; o < 32; o <<= 1) {
           const uint32_t v = __shfl_down_sync(0xffffffffu, incl, o);
