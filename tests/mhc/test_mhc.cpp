@@ -245,7 +245,9 @@ TEST(ModelopsMhc, PreNormCpuIsPreThenRmsNorm) {
     Tensor yn_c = Tensor::empty({T, d}, DType::F32);
     PreOut c(T, d, 4, dt);
     mhc_pre_norm(X, fn, base, scale, MhcParams{}, w, np, c.mix, Tensor(), yn_c, c.post, c.comb);
-    if (dt == DType::F32) EXPECT_EQ(values(yn_c), values(yn_a));
+    if (dt == DType::F32) {
+      EXPECT_EQ(values(yn_c), values(yn_a));
+    }
   }
 }
 
@@ -324,5 +326,102 @@ TEST(ModelopsMhc, CudaPreNormAndHeadNormMatchCpuSequence) {
     expect_close(dmix, hmix, 1e-4, 1e-4, what + " head mix");
     expect_close(dy, hy, ytol, ytol, what + " head y");
     expect_close(dyn, hyn, 2 * ytol, 2 * ytol, what + " head yn");
+  }
+}
+
+// ---- fused post + next pre + RMSNorm -----------------------------------------------------------
+
+namespace {
+Tensor copy_of(const Tensor& t) {
+  Tensor c = Tensor::empty(t.shape(), t.dtype(), t.device());
+  c.copy_from(t);
+  return c;
+}
+
+// One sub-layer boundary: X, f and this sub-layer's post/comb; the next sub-layer's weights.
+struct Boundary {
+  Tensor X, f, post, comb, fn, base, scale, w;
+  Boundary(int64_t T, int64_t d, int hc, DType xdt, DType fdt, Rng& rng) {
+    const int nm = (2 + hc) * hc;
+    X = random_act({T, hc, d}, xdt, rng);
+    f = random_act({T, d}, fdt, rng);
+    post = random_f32({T, hc}, rng);
+    comb = random_f32({T, hc, hc}, rng, 0.5f);
+    fn = random_f32({nm, hc * d}, rng, 0.02f);
+    base = random_f32({nm}, rng, 0.5f);
+    scale = random_f32({3}, rng, 1.f);
+    w = random_act({d}, DType::BF16, rng);
+  }
+};
+}  // namespace
+
+TEST(ModelopsMhc, PostPreNormCpuIsPostThenPreNorm) {
+  Rng rng(31);
+  const int64_t T = 3, d = 37;
+  Boundary b(T, d, 4, DType::F32, DType::BF16, rng);
+  const NormParams np{1e-6f};
+  // the sequence
+  Tensor Xa = copy_of(b.X);
+  PreOut a(T, d, 4, DType::F32);
+  Tensor yn_a = Tensor::empty({T, d}, DType::BF16);
+  mhc_post_cpu(b.f, Xa, b.post, b.comb, Xa);
+  mhc_pre_norm_cpu(Xa, b.fn, b.base, b.scale, MhcParams{}, b.w, np, a.mix, a.y, yn_a, a.post, a.comb);
+  // the fused op, post/comb in and out the same tensors
+  Tensor Xb = copy_of(b.X), post = copy_of(b.post), comb = copy_of(b.comb);
+  PreOut o(T, d, 4, DType::F32);
+  Tensor yn_b = Tensor::empty({T, d}, DType::BF16);
+  poison(yn_b);
+  mhc_post_pre_norm(b.f, Xb, post, comb, b.fn, b.base, b.scale, MhcParams{}, b.w, np, o.mix, o.y, yn_b, post, comb);
+  EXPECT_EQ(values(Xb), values(Xa));
+  EXPECT_EQ(values(o.mix), values(a.mix));
+  EXPECT_EQ(values(yn_b), values(yn_a));
+  EXPECT_EQ(values(post), values(a.post));
+  EXPECT_EQ(values(comb), values(a.comb));
+}
+
+TEST(ModelopsMhc, CudaPostPreNormMatchesCpuSequence) {
+  DSA_REQUIRE_CUDA();
+  const uint64_t seed = 32;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  Device g = Device::cuda();
+  const NormParams np{1e-6f};
+  // T = 1 and 32: decode; T = 300: prefill; d = 1027: a ragged last slice; d = 7168 (V4-Pro):
+  // two column passes per CTA; d = 5: one short slice; hc = 2 and d = 8200: the two-op fallback.
+  for (auto [T, d, hc, xdt, fdt] :
+       {std::tuple{1L, 4096L, 4, DType::F32, DType::BF16}, std::tuple{3L, 1027L, 4, DType::F32, DType::F32},
+        std::tuple{32L, 4096L, 4, DType::F32, DType::BF16}, std::tuple{300L, 256L, 4, DType::BF16, DType::BF16},
+        std::tuple{1L, 7168L, 4, DType::F32, DType::BF16}, std::tuple{2L, 5L, 4, DType::F32, DType::F32},
+        std::tuple{1L, 513L, 2, DType::F32, DType::BF16}, std::tuple{1L, 8200L, 4, DType::F32, DType::BF16}}) {
+    MhcParams p = params_hc(hc);
+    Boundary b(T, d, hc, xdt, fdt, rng);
+    const std::string what = fmt::format("mhc_post_pre_norm T={} d={} hc={} x={} f={}", T, d, hc, dtype_name(xdt),
+                                         dtype_name(fdt));
+    // The fused op in place, post/comb in == out, outputs poisoned.
+    Tensor Xd = b.X.to(g), post = b.post.to(g), comb = b.comb.to(g);
+    PreOut out(T, d, hc, DType::F32, g);
+    Tensor yn = Tensor::empty({T, d}, DType::BF16, g);
+    poison(yn);
+    mhc_post_pre_norm(b.f.to(g), Xd, post, comb, b.fn.to(g), b.base.to(g), b.scale.to(g), p, b.w.to(g), np, out.mix,
+                      out.y, yn, post, comb);
+    // X' equals the unfused CUDA post bit for bit (and the CPU post within its rounding).
+    Tensor Xp = b.X.to(g);
+    mhc_post(b.f.to(g), Xp, b.post.to(g), b.comb.to(g), Xp);
+    const Tensor Xh = Xp.to(Device::cpu());
+    EXPECT_EQ(values(Xd), values(Xh)) << what;
+    Tensor Xr = copy_of(b.X);
+    mhc_post_cpu(b.f, Xr, b.post, b.comb, Xr);
+    const double xtol = xdt == DType::BF16 ? 8e-3 : 1e-5;
+    expect_close(Xd, Xr, xtol, xtol, what + " X");
+    // The pre + norm against the CPU reference over the same X' (a bf16 X' may differ from the
+    // CPU's by an ulp, which the pre would carry into y).
+    PreOut ref(T, d, hc, DType::F32);
+    Tensor ref_yn = Tensor::empty({T, d}, DType::BF16);
+    mhc_pre_norm_cpu(Xh, b.fn, b.base, b.scale, p, b.w, np, ref.mix, ref.y, ref_yn, ref.post, ref.comb);
+    expect_close(out.mix, ref.mix, 1e-4, 1e-4, what + " mix");
+    expect_close(post, ref.post, 1e-5, 1e-4, what + " post");
+    expect_close(comb, ref.comb, 1e-5, 1e-3, what + " comb");
+    expect_close(out.y, ref.y, 1e-4, 1e-4, what + " y");
+    expect_close(yn, ref_yn, 1.6e-2, 1.6e-2, what + " yn");
   }
 }

@@ -97,24 +97,35 @@ size_t device_weight_bytes(const ModelWeights& w) {
   return b;
 }
 
-// One block: mHC pre -> attn_norm -> attention -> mHC post, mHC pre -> ffn_norm -> MoE -> mHC post.
+// mHC pre -> attn_norm of a block's first sub-layer (the rest of the forward's pres are fused
+// into the posts before them).
+void attention_pre(const LayerWeights& L, const ops::MhcParams& mp, const ops::NormParams& np, const Tensor& X,
+                   MhcScratch& m, const Tensor& yn) {
+  ops::mhc_pre_norm(X, L.hc_attn.fn, L.hc_attn.base, L.hc_attn.scale, mp, L.attn_norm, np, m.mix, m.y, yn, m.post,
+                    m.comb);
+}
+
+// One block, its attention pre done (attention_pre, or the previous block): attention -> mHC
+// post + (mHC pre -> ffn_norm) -> MoE -> mHC post, fused with `next`'s attention pre + attn_norm
+// when there is a next block (one launch fewer per sub-layer boundary: ops::mhc_post_pre_norm).
 // shards (tensor parallelism): the layer is the rank's shard, whose attention and MoE outputs are
 // partial sums (wo_b and w2 row-parallel): all-reduced before mHC post reads them, so every rank
 // updates identical residual streams.
 void block_forward(const LayerWeights& L, int l, const Step& s, const ops::MhcParams& mp, const ops::NormParams& np,
                    const Tensor& X, MhcScratch& m, const Tensor& yn, const Tensor& token_ids, ops::MoeWorkspace& ws,
-                   ShardGroup* shards) {
+                   ShardGroup* shards, const LayerWeights* next) {
   const ModelConfig& c = *s.config;
-  ops::mhc_pre_norm(X, L.hc_attn.fn, L.hc_attn.base, L.hc_attn.scale, mp, L.attn_norm, np, m.mix, m.y, yn, m.post,
-                    m.comb);
   Tensor a = attention_forward(L, l, s, yn);
   if (shards) shards->all_reduce_sum(a);
-  ops::mhc_post(a, X, m.post, m.comb, X);
-
-  ops::mhc_pre_norm(X, L.hc_ffn.fn, L.hc_ffn.base, L.hc_ffn.scale, mp, L.ffn_norm, np, m.mix, m.y, yn, m.post, m.comb);
+  ops::mhc_post_pre_norm(a, X, m.post, m.comb, L.hc_ffn.fn, L.hc_ffn.base, L.hc_ffn.scale, mp, L.ffn_norm, np, m.mix,
+                         m.y, yn, m.post, m.comb);
   Tensor f = moe_forward(L, c, yn, token_ids, ws);
   if (shards) shards->all_reduce_sum(f);
-  ops::mhc_post(f, X, m.post, m.comb, X);
+  if (next != nullptr)
+    ops::mhc_post_pre_norm(f, X, m.post, m.comb, next->hc_attn.fn, next->hc_attn.base, next->hc_attn.scale, mp,
+                           next->attn_norm, np, m.mix, m.y, yn, m.post, m.comb);
+  else
+    ops::mhc_post(f, X, m.post, m.comb, X);
   if (trace_enabled()) {
     trace_tensor(fmt::format("v4.layer{}.attn", l), a);
     trace_tensor(fmt::format("v4.layer{}.moe", l), f);
@@ -242,9 +253,16 @@ void DeepseekV4Model::forward(const StepInputs& in, const Tensor& logits) {
   // The normalised sub-layer input is bf16, what the attention and MoE projections read (the
   // norm computes in f32 and rounds once, as a separate cast would).
   Tensor yn = Tensor::empty({T, d}, DType::BF16, device_);
+  // Layer l's span holds the attention pre of layer l + 1 (fused into its last post), not its own
+  // (but layer 0's).
+  if (c.num_layers > 0) {
+    in.mark(0);
+    attention_pre(w_.layers[0], mp, np, X, m, yn);
+  }
   for (int l = 0; l < c.num_layers; ++l) {
-    in.mark(l);
-    block_forward(w_.layers[l], l, s, mp, np, X, m, yn, meta.token_ids, moe_ws_, shards_);
+    if (l > 0) in.mark(l);
+    const LayerWeights* next = l + 1 < c.num_layers ? &w_.layers[static_cast<size_t>(l) + 1] : nullptr;
+    block_forward(w_.layers[l], l, s, mp, np, X, m, yn, meta.token_ids, moe_ws_, shards_, next);
   }
 
   in.mark(c.num_layers);
@@ -297,7 +315,8 @@ void DeepseekV4Model::draft(const StepInputs& in, const Tensor& logits) {
 
   MhcScratch m(T, hc, d, device_);
   Tensor yn = Tensor::empty({T, d}, DType::BF16, device_);
-  block_forward(M.block, layer, s, mp, np, X, m, yn, meta.token_ids, moe_ws_, nullptr);
+  attention_pre(M.block, mp, np, X, m, yn);
+  block_forward(M.block, layer, s, mp, np, X, m, yn, meta.token_ids, moe_ws_, nullptr, nullptr);
   if (in.hidden_out.defined()) ops::copy_cast(in.hidden_out.reshape({T, hc * d}), X.reshape({T, hc * d}));
   head_logits(X, in.logit_rows, M.hc_head_fn, M.hc_head_base, M.hc_head_scale, M.norm, w_.head, mp, np, logits);
   trace_tensor("v4.mtp.logits", logits);

@@ -180,20 +180,11 @@ void mhc_post_cpu(const Tensor& f, const Tensor& X, const Tensor& post, const Te
 }
 
 namespace {
-// The CUDA path of all four pre variants: post/comb null for the head, yn undefined without the
-// fused norm. The split-K partials live in a temporary (the caching allocator hands it back
-// after the kernels are enqueued; stream order keeps the reuse safe).
-void pre_cuda(const char* op, const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale,
-              const MhcParams& p, const Tensor& mix, const Tensor& y, const Tensor* post, const Tensor* comb,
-              const PreShape& s, const Tensor& norm_weight, const NormParams* np, const Tensor& yn) {
 #ifdef DSA_WITH_CUDA
-  cuda_launch::set_device(X.device().index);
-  if (yn.defined() && s.d > cuda::kMhcNormMaxD) {  // too long for the fused row: the two ops
-    Tensor yy = y.defined() ? y : Tensor::empty({s.T, s.d}, yn.dtype(), X.device());
-    pre_cuda(op, X, fn, base, scale, p, mix, yy, post, comb, s, Tensor(), nullptr, Tensor());
-    rms_norm(yy, norm_weight, yn, *np);
-    return;
-  }
+// The kernel arguments of a pre variant, all but the split-K factor and its scratch.
+cuda::MhcPreArgs pre_args(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                          const MhcParams& p, const Tensor& mix, const Tensor& y, const Tensor* post, const Tensor* comb,
+                          const PreShape& s, const Tensor& norm_weight, const NormParams* np, const Tensor& yn) {
   cuda::MhcPreArgs a{};
   a.X = X.raw();
   a.x_dtype = X.dtype();
@@ -213,7 +204,6 @@ void pre_cuda(const char* op, const Tensor& X, const Tensor& fn, const Tensor& b
   a.iters = p.sinkhorn_iters;
   a.hc_eps = p.hc_eps;
   a.norm_eps = p.norm_eps;
-  a.splits = cuda::mhc_mix_splits(s.T, s.n_mix, static_cast<int64_t>(s.hc) * s.d);
   if (yn.defined()) {
     a.yn = yn.raw();
     a.yn_dtype = yn.dtype();
@@ -221,6 +211,26 @@ void pre_cuda(const char* op, const Tensor& X, const Tensor& fn, const Tensor& b
     a.norm_w_dtype = norm_weight.defined() ? norm_weight.dtype() : DType::F32;
     a.rms_eps = np->eps;
   }
+  return a;
+}
+#endif
+
+// The CUDA path of all four pre variants: post/comb null for the head, yn undefined without the
+// fused norm. The split-K partials live in a temporary (the caching allocator hands it back
+// after the kernels are enqueued; stream order keeps the reuse safe).
+void pre_cuda(const char* op, const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale,
+              const MhcParams& p, const Tensor& mix, const Tensor& y, const Tensor* post, const Tensor* comb,
+              const PreShape& s, const Tensor& norm_weight, const NormParams* np, const Tensor& yn) {
+#ifdef DSA_WITH_CUDA
+  cuda_launch::set_device(X.device().index);
+  if (yn.defined() && s.d > cuda::kMhcNormMaxD) {  // too long for the fused row: the two ops
+    Tensor yy = y.defined() ? y : Tensor::empty({s.T, s.d}, yn.dtype(), X.device());
+    pre_cuda(op, X, fn, base, scale, p, mix, yy, post, comb, s, Tensor(), nullptr, Tensor());
+    rms_norm(yy, norm_weight, yn, *np);
+    return;
+  }
+  cuda::MhcPreArgs a = pre_args(X, fn, base, scale, p, mix, y, post, comb, s, norm_weight, np, yn);
+  a.splits = cuda::mhc_mix_splits(s.T, s.n_mix, static_cast<int64_t>(s.hc) * s.d);
   Tensor part = Tensor::empty({s.T * (s.n_mix + 1) * a.splits}, DType::F32, X.device());
   a.part = part.data<float>();
   cuda::mhc_pre(a);
@@ -230,6 +240,7 @@ void pre_cuda(const char* op, const Tensor& X, const Tensor& fn, const Tensor& b
   fail("{}: tensors are on {} but this build has no CUDA", op, X.device().str());
 #endif
 }
+
 }  // namespace
 
 void mhc_pre(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
@@ -285,6 +296,29 @@ void mhc_post(const Tensor& f, const Tensor& X, const Tensor& post, const Tensor
 #else
   fail("mhc_post: tensors are on {} but this build has no CUDA", X.device().str());
 #endif
+}
+
+void mhc_post_pre_norm(const Tensor& f, const Tensor& X, const Tensor& post, const Tensor& comb, const Tensor& fn,
+                       const Tensor& base, const Tensor& scale, const MhcParams& p, const Tensor& norm_weight,
+                       const NormParams& np, const Tensor& mix, const Tensor& y, const Tensor& yn,
+                       const Tensor& post_out, const Tensor& comb_out) {
+  check_post(f, X, post, comb, X);
+  PreShape s = check_pre("mhc_post_pre_norm", X, fn, base, scale, p, mix, y, &post_out, &comb_out, false, true);
+  check_norm("mhc_post_pre_norm", s, X, norm_weight, np, yn);
+#ifdef DSA_WITH_CUDA
+  if (X.device().is_cuda() && s.hc == 4 && s.d <= cuda::kMhcNormMaxD) {
+    cuda_launch::set_device(X.device().index);
+    cuda::MhcPreArgs a = pre_args(X, fn, base, scale, p, mix, y, &post_out, &comb_out, s, norm_weight, &np, yn);
+    a.splits = cuda::mhc_post_mix_splits(s.T, s.d);
+    Tensor part = Tensor::empty({s.T * (s.n_mix + 1) * a.splits}, DType::F32, X.device());
+    a.part = part.data<float>();
+    const cuda::MhcPostIn in{f.raw(), f.dtype(), post.data<float>(), comb.data<float>(), X.raw()};
+    cuda::mhc_post_pre(in, a);
+    return;
+  }
+#endif
+  mhc_post(f, X, post, comb, X);
+  mhc_pre_norm(X, fn, base, scale, p, norm_weight, np, mix, y, yn, post_out, comb_out);
 }
 
 }  // namespace dsa::ops

@@ -21,6 +21,17 @@
 // post_kernel: grid (T, ceil(d/256)), 256 threads, one output column k per thread: reads the hc
 //   input streams at k (so out == X in place is safe), writes the hc output streams at k:
 //   out[t][j][k] = post[t][j] f[t][k] + sum_i comb[t][i][j] X[t][i][k]. post/comb come via smem.
+// post_mix_kernel (mhc_post_pre, hc = 4): the post of one sub-layer and the mix of the next in one
+//   launch, replacing post_kernel + mix_kernel: grid (T, S), 64 threads; CTA (t, s) owns the
+//   columns [s*cols, (s+1)*cols) of all 4 streams (cols = 64 per column pass), so it alone reads
+//   and writes them (in place is safe). A thread takes one column per pass: it issues all of its
+//   loads first (4 streams, f, and the 96 fn weights of the column: stores to X before them would
+//   keep the compiler from hoisting them, and at decode the kernel is one memory round trip when
+//   they are all in flight), computes X' exactly as post_kernel does (same fma order), stores it
+//   and accumulates the 24 dots fn[r] . X' and sum X'^2. The CTA reduces them in a fixed order
+//   (warp shuffles, then the two warps) into part[t][r][s], the layout collapse_kernel sums. The
+//   slices are column ranges here, flattened-index ranges in mix_kernel, so the mix logits differ
+//   from post + pre by float summation order only.
 //
 // Accuracy against the CPU reference (double dots): mix within ~1e-5 relative (float partial
 // sums), pre/post within float rounding, comb within ~1e-5 absolute (hc = 4: the Sinkhorn
@@ -255,6 +266,87 @@ __global__ void post_kernel(MhcPostArgs a) {
   }
 }
 
+void check_grid(int64_t T, int64_t y, const char* what);
+
+constexpr int kPostMixThreads = 64;
+// Column passes per CTA such that the partials of S slices fit collapse_kernel's buffer
+// (part_s: ((2 + kMhcMaxHc) * kMhcMaxHc + 1) * kMaxSplits floats; hc = 4 takes 25 per slice).
+constexpr int64_t kPostMixMaxSlices = ((2 + kMhcMaxHc) * kMhcMaxHc + 1) * kMaxSplits / 25;
+
+__global__ void __launch_bounds__(kPostMixThreads) post_mix_kernel(MhcPostIn in, MhcPreArgs a, int64_t cols) {
+  constexpr int kHc = 4, kMix = (2 + kHc) * kHc, kWarps = kPostMixThreads / 32;
+  __shared__ float post_s[kHc], comb_s[kHc * kHc];
+  __shared__ float red[kWarps][kMix + 1];
+  const int64_t t = blockIdx.x;
+  const int sp = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (threadIdx.x < kHc) post_s[threadIdx.x] = in.post[t * kHc + threadIdx.x];
+  if (threadIdx.x < kHc * kHc) comb_s[threadIdx.x] = in.comb[t * kHc * kHc + threadIdx.x];
+  __syncthreads();
+  const int64_t d = a.d, n_all = kHc * d, xo = t * n_all;
+  const int64_t c0 = sp * cols, c1 = c0 + cols < d ? c0 + cols : d;
+  const float* __restrict__ fn = a.fn;
+  float acc[kMix + 1];
+#pragma unroll
+  for (int r = 0; r <= kMix; ++r) acc[r] = 0.f;
+  for (int64_t k = c0 + threadIdx.x; k < c1; k += kPostMixThreads) {
+    float xs[kHc], w[kHc][kMix];
+#pragma unroll
+    for (int i = 0; i < kHc; ++i) xs[i] = ld(in.X, a.x_dtype, xo + i * d + k);
+    const float fv = ld(in.f, in.f_dtype, t * d + k);
+#pragma unroll
+    for (int j = 0; j < kHc; ++j)
+#pragma unroll
+      for (int r = 0; r < kMix; ++r) w[j][r] = __ldg(fn + r * n_all + j * d + k);
+    float v[kHc];
+#pragma unroll
+    for (int j = 0; j < kHc; ++j) {
+      v[j] = post_s[j] * fv;
+#pragma unroll
+      for (int i = 0; i < kHc; ++i) v[j] = fmaf(comb_s[i * kHc + j], xs[i], v[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < kHc; ++j) {
+      st(in.X, a.x_dtype, xo + j * d + k, v[j]);
+      if (a.x_dtype == DType::BF16) v[j] = bf16_bits_to_f32(f32_to_bf16_bits(v[j]));  // the mix reads X' as stored
+      acc[kMix] = fmaf(v[j], v[j], acc[kMix]);
+#pragma unroll
+      for (int r = 0; r < kMix; ++r) acc[r] = fmaf(w[j][r], v[j], acc[r]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r <= kMix; ++r) {
+    float v = acc[r];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) red[warp][r] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x <= kMix) {
+    float v = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) v += red[w][threadIdx.x];
+    a.part[t * (kMix + 1) * a.splits + threadIdx.x * a.splits + sp] = v;  // the sum of squares is row kMix
+  }
+}
+
+// The collapse launch of mhc_pre / mhc_post_pre (after the mix partials are in a.part).
+void launch_collapse(const MhcPreArgs& a) {
+  const int extra = a.head ? 0 : 1;  // the Sinkhorn CTA
+  if (a.yn) {
+    if (a.d > kMhcNormMaxD) cuda_launch::launch_error("mhc_pre_norm: hidden size exceeds the fused kernel's row");
+    const bool vec = vec4_ok(a.X, a.x_dtype, a.d, a.d) && vec4_ok(a.y, a.y_dtype, a.d, a.d) &&
+                     vec4_ok(a.yn, a.yn_dtype, a.d, a.d) && vec4_ok(a.norm_w, a.norm_w_dtype, a.d, 0);
+    collapse_kernel<true><<<dim3(static_cast<unsigned>(a.tokens), 1 + extra), kNormThreads, 0, DSA_CURRENT_STREAM>>>(
+        a, vec);
+    cuda_launch::check_launch("mhc collapse_kernel (norm)");
+    return;
+  }
+  const int64_t cols = (a.d + kThreads - 1) / kThreads + extra;
+  check_grid(a.tokens, cols, "mhc_pre: grid exceeds the launch limits");
+  collapse_kernel<false><<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads, 0,
+                           DSA_CURRENT_STREAM>>>(a, false);
+  cuda_launch::check_launch("mhc collapse_kernel");
+}
+
 void check_grid(int64_t T, int64_t y, const char* what) {
   if (T > 0x7fffffffLL || y > 65535) cuda_launch::launch_error(what);
 }
@@ -281,21 +373,26 @@ void mhc_pre(const MhcPreArgs& a) {
   check_grid(a.tokens, a.n_mix, "mhc_pre: grid exceeds the launch limits");
   mix_kernel<<<dim3(static_cast<unsigned>(a.tokens), a.n_mix, a.splits), kThreads, 0, DSA_CURRENT_STREAM>>>(a, slice);
   cuda_launch::check_launch("mhc mix_kernel");
-  const int extra = a.head ? 0 : 1;  // the Sinkhorn CTA
-  if (a.yn) {
-    if (a.d > kMhcNormMaxD) cuda_launch::launch_error("mhc_pre_norm: hidden size exceeds the fused kernel's row");
-    const bool vec = vec4_ok(a.X, a.x_dtype, a.d, a.d) && vec4_ok(a.y, a.y_dtype, a.d, a.d) &&
-                     vec4_ok(a.yn, a.yn_dtype, a.d, a.d) && vec4_ok(a.norm_w, a.norm_w_dtype, a.d, 0);
-    collapse_kernel<true><<<dim3(static_cast<unsigned>(a.tokens), 1 + extra), kNormThreads, 0, DSA_CURRENT_STREAM>>>(
-        a, vec);
-    cuda_launch::check_launch("mhc collapse_kernel (norm)");
-    return;
-  }
-  const int64_t cols = (a.d + kThreads - 1) / kThreads + extra;
-  check_grid(a.tokens, cols, "mhc_pre: grid exceeds the launch limits");
-  collapse_kernel<false><<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads, 0,
-                           DSA_CURRENT_STREAM>>>(a, false);
-  cuda_launch::check_launch("mhc collapse_kernel");
+  launch_collapse(a);
+}
+
+int mhc_post_mix_splits(int64_t tokens, int64_t d) {
+  (void)tokens;  // one column per thread and pass at any T: T x S CTAs
+  const int64_t slices = (d + kPostMixThreads - 1) / kPostMixThreads;
+  const int64_t passes = (slices + kPostMixMaxSlices - 1) / kPostMixMaxSlices;
+  return static_cast<int>((d + passes * kPostMixThreads - 1) / (passes * kPostMixThreads));
+}
+
+void mhc_post_pre(const MhcPostIn& in, const MhcPreArgs& a) {
+  if (a.tokens == 0) return;
+  if (a.hc != 4 || a.head || in.X != a.X || a.splits != mhc_post_mix_splits(a.tokens, a.d))
+    cuda_launch::launch_error("mhc_post_pre: needs hc = 4, a sub-layer pre over the post's X and mhc_post_mix_splits");
+  check_grid(a.tokens, a.splits, "mhc_post_pre: grid exceeds the launch limits");
+  const int64_t cols = (a.d + a.splits - 1) / a.splits;
+  post_mix_kernel<<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(a.splits)), kPostMixThreads, 0,
+                    DSA_CURRENT_STREAM>>>(in, a, cols);
+  cuda_launch::check_launch("mhc post_mix_kernel");
+  launch_collapse(a);
 }
 
 void mhc_post(const MhcPostArgs& a) {

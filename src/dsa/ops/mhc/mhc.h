@@ -60,6 +60,18 @@ void mhc_head_norm(const Tensor& X, const Tensor& fn, const Tensor& base, const 
                    const Tensor& norm_weight, const NormParams& np, const Tensor& mix, const Tensor& y,
                    const Tensor& yn);
 
+// mhc_post of one sub-layer, then mhc_pre_norm of the next over the new streams, X updated in
+// place: X <- post * f + comb^T X; then mix/y/yn/post_out/comb_out of the next sub-layer (fn,
+// base, scale, norm_weight). post/comb may be the same tensors as post_out/comb_out. The CPU
+// runs the two CPU references in sequence. On CUDA with hc = 4 (and d <= 8192) one kernel writes
+// the new streams and the next mix's partial dot products, so a sub-layer boundary is two
+// launches instead of three; the new X is bit-identical to mhc_post's, the mix logits differ from
+// the two ops by float summation order only (then pre/post/comb/y follow them).
+void mhc_post_pre_norm(const Tensor& f, const Tensor& X, const Tensor& post, const Tensor& comb, const Tensor& fn,
+                       const Tensor& base, const Tensor& scale, const MhcParams& p, const Tensor& norm_weight,
+                       const NormParams& np, const Tensor& mix, const Tensor& y, const Tensor& yn,
+                       const Tensor& post_out, const Tensor& comb_out);
+
 // CPU references (what the entry points run for CPU tensors).
 void mhc_pre_cpu(const Tensor& X, const Tensor& fn, const Tensor& base, const Tensor& scale, const MhcParams& p,
                  const Tensor& mix, const Tensor& y, const Tensor& post, const Tensor& comb);

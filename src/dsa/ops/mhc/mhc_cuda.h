@@ -49,7 +49,22 @@ struct MhcPostArgs {
   int hc;
 };
 
+// The post of the sub-layer before a fused mhc_post_pre (hc = 4): X (MhcPreArgs::X, written in
+// place) <- post * f + comb^T X, then the pre of MhcPreArgs over the new X.
+struct MhcPostIn {
+  const void* f;  // [T][d]
+  DType f_dtype;
+  const float* post;  // [T][hc]
+  const float* comb;  // [T][hc][hc]
+  void* X;            // == MhcPreArgs::X
+};
+
+// Split count of the fused post + mix kernel for T tokens of hidden size d.
+int mhc_post_mix_splits(int64_t tokens, int64_t d);
+
 void mhc_pre(const MhcPreArgs& a);
 void mhc_post(const MhcPostArgs& a);
+// a.splits from mhc_post_mix_splits; a.hc == 4.
+void mhc_post_pre(const MhcPostIn& in, const MhcPreArgs& a);
 
 }  // namespace dsa::ops::cuda
