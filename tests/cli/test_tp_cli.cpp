@@ -51,7 +51,7 @@ struct Checkpoints {
     v4 = (root / "v4").string();
     make_tiny_checkpoint(o, v4);
     // 4 heads in 4 output groups, expert slices of 128 for 2 ranks; no router or indexer choice.
-    weights::DeepseekV4Dims d = tiny_deepseek_v4_dims();
+    schema::DeepseekV4Dims d = tiny_deepseek_v4_dims();
     d.o_groups = 4;
     d.moe_inter = 256;
     d.experts_per_tok = d.experts;

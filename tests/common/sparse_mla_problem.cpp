@@ -12,9 +12,8 @@
 
 namespace dsa::test {
 
-using ops::KvCacheKind;
 
-CacheData make_cache(KvCacheKind kind, int page_size, int requests, int ctx, bool pow2_scales, Rng& rng) {
+CacheData make_cache(formats::KvFormat kind, int page_size, int requests, int ctx, bool pow2_scales, Rng& rng) {
   CacheData c;
   c.requests = requests;
   c.ctx = ctx;
@@ -22,7 +21,7 @@ CacheData make_cache(KvCacheKind kind, int page_size, int requests, int ctx, boo
   const int pages = requests * blocks + 3;  // a few spare (unused) pages
   c.cache.kind = kind;
   c.cache.page_size = page_size;
-  const size_t page_bytes = kind == KvCacheKind::Fp8DsMla ? kv::ds_mla::page_bytes(page_size) : kv::model1::page_bytes(page_size);
+  const size_t page_bytes = formats::kv_page_bytes(kind, page_size);
   c.cache.data = random_bytes({static_cast<int64_t>(page_bytes * pages)}, DType::U8, rng);  // padding = garbage
   std::vector<int32_t> perm(pages);
   std::iota(perm.begin(), perm.end(), 0);
@@ -208,7 +207,7 @@ std::vector<double> to_double(const Tensor& t0) {
 // ---- the small GLM problem of the attention and tuning tests ----
 SparseMlaProblem make_glm_sparse_mla_problem(int T, int H, Rng& rng) {
   Form f;
-  f.kind = ops::KvCacheKind::Fp8DsMla;
+  f.kind = formats::KvFormat::DsMla;
   f.H = H;
   f.T = T;
   f.main_page = 64;

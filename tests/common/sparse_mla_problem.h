@@ -25,10 +25,10 @@ struct CacheData {
 
 // Fills a cache of `requests` x `ctx` tokens on randomly permuted pages (plus spare pages).
 // pow2_scales: fp8_ds_mla scales are powers of two (MODEL1 always is); else arbitrary fp32.
-CacheData make_cache(ops::KvCacheKind kind, int page_size, int requests, int ctx, bool pow2_scales, Rng& rng);
+CacheData make_cache(formats::KvFormat kind, int page_size, int requests, int ctx, bool pow2_scales, Rng& rng);
 
 struct Form {
-  ops::KvCacheKind kind = ops::KvCacheKind::Fp8DsMla;
+  formats::KvFormat kind = formats::KvFormat::DsMla;
   int H = 64;
   int64_t T = 1;
   int main_page = 64, main_k = 128;

@@ -45,7 +45,7 @@ struct TpV4Dir {
     path = std::filesystem::temp_directory_path() /
            ("dsa_tp_v4_512_" + std::to_string(index_topk) + "_" + std::to_string(::getpid()));
     std::filesystem::remove_all(path);
-    weights::DeepseekV4Dims d = tiny_deepseek_v4_dims();
+    schema::DeepseekV4Dims d = tiny_deepseek_v4_dims();
     d.o_groups = 4;
     d.moe_inter = 512;
     d.experts_per_tok = d.experts;

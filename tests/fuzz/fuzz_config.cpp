@@ -6,7 +6,7 @@
 
 #include "dsa/core/error.h"
 #include "dsa/model/config.h"
-#include "dsa/model/weights/from_model_config.h"
+#include "dsa/model/schema/from_model_config.h"
 #include "fuzz_target.h"
 
 DSA_FUZZ_TARGET(config) {
@@ -16,7 +16,7 @@ DSA_FUZZ_TARGET(config) {
     (void)c.attention_layers();
     (void)c.softmax_scale();
     const int64_t expert_tensors = int64_t{c.num_layers + c.num_mtp_layers} * c.n_routed_experts * 3;
-    if (expert_tensors <= 65536) (void)dsa::weights::weight_specs(c);
+    if (expert_tensors <= 65536) (void)dsa::schema::weight_specs(c);
   } catch (const dsa::Error&) {
   }
   return 0;

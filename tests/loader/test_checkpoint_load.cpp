@@ -32,7 +32,7 @@ TEST(CheckpointLoad, TinyModelsLoadAsViews) {
   make_tiny_checkpoint(o, dir.file("glm"));
   LoadOptions lo;
   lo.progress = false;
-  weights::DeepseekV4Dims d;
+  schema::DeepseekV4Dims d;
   LoadedWeights w = load_deepseek_v4(dir.file("v4"), lo, &d);
   EXPECT_EQ(d.layers, 4);
   EXPECT_EQ(w.tensors.size(), w.report.expected);
@@ -41,7 +41,7 @@ TEST(CheckpointLoad, TinyModelsLoadAsViews) {
   EXPECT_HAS(error_of([&] { w.get("layers.9.attn.wq_a.weight"); }), "layers.9.attn.wq_a.weight");
   // CPU tensors are the memory-mapped bytes of the file, not copies.
   Checkpoint c = Checkpoint::open(dir.file("v4"));
-  LoadedWeights w2 = load_weights(tensor_set(c), weights::deepseek_v4_weight_specs(d), lo, "v4");
+  LoadedWeights w2 = load_weights(tensor_set(c), schema::deepseek_v4_weight_specs(d), lo, "v4");
   EXPECT_EQ(w2.get("embed.weight").raw(), c.get("embed.weight").raw());
   EXPECT_TRUE(same_bytes(w.get("layers.3.ffn.experts.7.w2.scale"), c.get("layers.3.ffn.experts.7.w2.scale")));
   LoadedWeights g = load_glm5(dir.file("glm"), lo);
@@ -105,7 +105,7 @@ TEST(CheckpointLoad, DeepseekV4TransformersLayout) {
   std::vector<std::pair<std::string, Tensor>> hf;
   for (const auto& n : off.names()) {
     if (n.rfind("mtp.", 0) == 0 || n.find(".experts.") != std::string::npos) continue;
-    auto h = weights::deepseek_v4_hf_name(n);
+    auto h = schema::deepseek_v4_hf_name(n);
     ASSERT_TRUE(h) << n;
     Tensor t = off.get(n);
     if (n == "hc_head_fn") {  // store one fp32 parameter as bf16, as a bf16 save does
@@ -140,7 +140,7 @@ TEST(CheckpointLoad, DeepseekV4TransformersLayout) {
 
   LoadOptions lo;
   lo.progress = false;
-  weights::DeepseekV4Dims got;
+  schema::DeepseekV4Dims got;
   LoadedWeights w = load_deepseek_v4(dir.file("hf"), lo, &got);
   EXPECT_EQ(got.mtp_layers, 0);
   EXPECT_EQ(got.compress_ratios, (std::vector<int>{0, 4, 128, 4}));
@@ -189,7 +189,7 @@ TEST(CheckpointLoad, Glm5Bf16CheckpointAndFp8TensorsUnderABf16Config) {
   make_tiny_checkpoint(o, dir.file("fp8"));
   LoadOptions lo;
   lo.progress = false;
-  weights::Glm5Dims d;
+  schema::Glm5Dims d;
   LoadedWeights w = load_glm5(dir.file("bf16"), lo, &d);
   EXPECT_FALSE(d.fp8);
   EXPECT_EQ(w.tensors.size(), w.report.expected);

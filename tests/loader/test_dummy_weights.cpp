@@ -17,7 +17,7 @@
 #include "dsa/model/dummy_weights.h"
 #include "dsa/model/load_format.h"
 #include "dsa/model/weight_scan.h"
-#include "dsa/model/weights/from_model_config.h"
+#include "dsa/model/schema/from_model_config.h"
 #include "loader_test_util.h"
 
 using namespace dsa;
@@ -182,13 +182,13 @@ TEST(DummyLoad, BuiltinConfigsWithLayers) {
   EXPECT_EQ(g.indexer_types.size(), 2u);
   EXPECT_EQ(model::model_config_for_load("deepseek-v4-pro", model::LoadFormat::Dummy).num_layers, 61);
   // The same shapes as make-tiny's real-shape preset of the same layers.
-  weights::DeepseekV4Dims d = preset_deepseek_v4_dims("flash");
+  schema::DeepseekV4Dims d = preset_deepseek_v4_dims("flash");
   d.layers = 4;
   d.compress_ratios.resize(4);
   d.compress_ratios.push_back(0);
   d.hash_layers = 3;
-  const auto want = weights::deepseek_v4_weight_specs(d);
-  const auto got = weights::weight_specs(f);
+  const auto want = schema::deepseek_v4_weight_specs(d);
+  const auto got = schema::weight_specs(f);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].name, want[i].name);

@@ -7,13 +7,13 @@
 #include "dsa/formats/fp8_block.h"
 #include "dsa/model/checkpoint.h"
 #include "dsa/model/checkpoint_tiny.h"
-#include "dsa/model/weights/deepseek_v4.h"
-#include "dsa/model/weights/from_model_config.h"
-#include "dsa/model/weights/glm5.h"
+#include "dsa/model/deepseek_v4/schema.h"
+#include "dsa/model/schema/from_model_config.h"
+#include "dsa/model/glm5/schema.h"
 #include "loader_test_util.h"
 
 using namespace dsa;
-using namespace dsa::weights;
+using namespace dsa::schema;
 using dsa::test::error_of;
 
 namespace {

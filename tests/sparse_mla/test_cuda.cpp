@@ -16,7 +16,6 @@
 namespace dsa::test {
 namespace {
 
-using ops::KvCacheKind;
 
 struct Result {
   Tensor o, lse;  // host copies
@@ -67,7 +66,7 @@ Expected expected(const Problem& p) {
 
 std::string describe(const Form& f) {
   return fmt::format("{} H={} T={} main(page {}, K {}) extra={}(page {}, K {}) sink={} pow2={}",
-                     ops::kv_cache_kind_name(f.kind), f.H, f.T, f.main_page, f.main_k, f.extra, f.extra_page,
+                     formats::kv_format_name(f.kind), f.H, f.T, f.main_page, f.main_k, f.extra, f.extra_page,
                      f.extra_k, f.sink, f.pow2);
 }
 
@@ -86,7 +85,7 @@ TEST(SparseMlaCuda, GlmFormMatchesReference) {
   for (int H : {16, 32, 64, 128})
     for (int64_t T : {1, 3, 64, 300}) {
       Form f;
-      f.kind = KvCacheKind::Fp8DsMla;
+      f.kind = formats::KvFormat::DsMla;
       f.H = H;
       f.T = T;
       f.main_page = (i & 1) ? 256 : 64;
@@ -107,7 +106,7 @@ TEST(SparseMlaCuda, V4FormMatchesReference) {
   for (int H : {16, 32, 64, 128})
     for (int64_t T : {1, 3, 64, 300}) {
       Form f;
-      f.kind = KvCacheKind::Fp8Model1;
+      f.kind = formats::KvFormat::Model1;
       f.H = H;
       f.T = T;
       f.main_page = (i & 1) ? 256 : 64;  // sliding-window cache
@@ -127,13 +126,13 @@ TEST(SparseMlaCuda, V4FormMatchesReference) {
 TEST(SparseMlaCuda, CleanListsWithoutLengths) {
   DSA_REQUIRE_CUDA();
   Rng rng;
-  for (auto kind : {KvCacheKind::Fp8DsMla, KvCacheKind::Fp8Model1}) {
+  for (auto kind : {formats::KvFormat::DsMla, formats::KvFormat::Model1}) {
     Form f;
     f.kind = kind;
     f.H = 64;
     f.T = 3;
-    f.main_k = kind == KvCacheKind::Fp8DsMla ? 640 : 128;
-    f.extra = kind == KvCacheKind::Fp8Model1;
+    f.main_k = kind == formats::KvFormat::DsMla ? 640 : 128;
+    f.extra = kind == formats::KvFormat::Model1;
     f.extra_k = 512;
     f.sink = f.extra;
     f.awkward = false;
@@ -145,13 +144,13 @@ TEST(SparseMlaCuda, CleanListsWithoutLengths) {
 TEST(SparseMlaCuda, EveryTacticMatchesReference) {
   DSA_REQUIRE_CUDA();
   Rng rng;
-  for (auto kind : {KvCacheKind::Fp8DsMla, KvCacheKind::Fp8Model1}) {
+  for (auto kind : {formats::KvFormat::DsMla, formats::KvFormat::Model1}) {
     Form f;
     f.kind = kind;
     f.H = 64;
     f.T = 3;
-    f.main_k = kind == KvCacheKind::Fp8DsMla ? 1024 : 128;
-    f.extra = kind == KvCacheKind::Fp8Model1;
+    f.main_k = kind == formats::KvFormat::DsMla ? 1024 : 128;
+    f.extra = kind == formats::KvFormat::Model1;
     f.extra_page = 64;
     f.extra_k = 512;
     f.sink = true;
@@ -169,7 +168,7 @@ TEST(SparseMlaCuda, NoUsableKeyGivesZeroAndMinusInf) {
   DSA_REQUIRE_CUDA();
   Rng rng;
   Form f;
-  f.kind = KvCacheKind::Fp8Model1;
+  f.kind = formats::KvFormat::Model1;
   f.H = 32;
   f.T = 2;
   f.main_k = 128;
@@ -202,7 +201,7 @@ TEST(SparseMlaCuda, ConcurrentStreamsKeepTheirOwnSplitPartials) {
   std::vector<Problem> probs;
   for (int i = 0; i < 2; ++i) {
     Form f;
-    f.kind = KvCacheKind::Fp8DsMla;
+    f.kind = formats::KvFormat::DsMla;
     f.H = 64;
     f.T = 3;
     f.main_k = 1024;

@@ -9,7 +9,6 @@
 namespace dsa::test {
 namespace {
 
-using ops::KvCacheKind;
 
 struct Out {
   Tensor o, lse;
@@ -22,7 +21,7 @@ Out run_cpu(const Problem& p) {
   return r;
 }
 
-Form single_key(KvCacheKind kind) {
+Form single_key(formats::KvFormat kind) {
   Form f;
   f.kind = kind;
   f.H = 16;
@@ -34,7 +33,7 @@ Form single_key(KvCacheKind kind) {
 
 TEST(SparseMlaReference, SingleKeyGivesItsValue) {
   Rng rng;
-  for (auto kind : {KvCacheKind::Fp8DsMla, KvCacheKind::Fp8Model1}) {
+  for (auto kind : {formats::KvFormat::DsMla, formats::KvFormat::Model1}) {
     Problem p = make_problem(single_key(kind), rng);
     Out r = run_cpu(p);
     const int D = ops::kv_cache_d_qk(kind);
@@ -53,7 +52,7 @@ TEST(SparseMlaReference, SingleKeyGivesItsValue) {
 
 TEST(SparseMlaReference, SinkScalesTheOutputOnly) {
   Rng rng;
-  Form f = single_key(KvCacheKind::Fp8Model1);
+  Form f = single_key(formats::KvFormat::Model1);
   f.sink = true;
   Problem p = make_problem(f, rng);
   Out r = run_cpu(p);
@@ -69,7 +68,7 @@ TEST(SparseMlaReference, SinkScalesTheOutputOnly) {
 
 TEST(SparseMlaReference, NoUsableKeyGivesZeroAndMinusInf) {
   Rng rng;
-  Form f = single_key(KvCacheKind::Fp8DsMla);
+  Form f = single_key(formats::KvFormat::DsMla);
   f.main_k = 3;
   f.sink = true;
   Problem p = make_problem(f, rng);
@@ -85,7 +84,7 @@ TEST(SparseMlaReference, NoUsableKeyGivesZeroAndMinusInf) {
 
 TEST(SparseMlaReference, DuplicatesCountTwice) {
   Rng rng;
-  Form f = single_key(KvCacheKind::Fp8DsMla);
+  Form f = single_key(formats::KvFormat::DsMla);
   f.main_k = 2;
   Problem p = make_problem(f, rng);
   p.main_idx.data<int32_t>()[1] = p.main_idx.data<int32_t>()[0];
@@ -100,7 +99,7 @@ TEST(SparseMlaReference, MatchesBruteForce) {
   std::vector<Form> forms;
   for (bool pow2 : {true, false}) {
     Form g;
-    g.kind = KvCacheKind::Fp8DsMla;
+    g.kind = formats::KvFormat::DsMla;
     g.H = 16;
     g.T = 5;
     g.main_k = 70;
@@ -109,7 +108,7 @@ TEST(SparseMlaReference, MatchesBruteForce) {
     forms.push_back(g);
   }
   Form v4;
-  v4.kind = KvCacheKind::Fp8Model1;
+  v4.kind = formats::KvFormat::Model1;
   v4.H = 32;
   v4.T = 4;
   v4.main_page = 64;
@@ -131,7 +130,7 @@ TEST(SparseMlaReference, MatchesBruteForce) {
 
 TEST(SparseMlaReference, ValidateRejectsBadParams) {
   Rng rng;
-  Problem p = make_problem(single_key(KvCacheKind::Fp8DsMla), rng);
+  Problem p = make_problem(single_key(formats::KvFormat::DsMla), rng);
   Tensor o = Tensor::empty({1, 16, 512}, DType::BF16), lse = Tensor::empty({1, 16}, DType::F32);
   auto expect_error = [&](ops::SparseMlaParams s, const char* what) {
     try {
@@ -160,7 +159,7 @@ TEST(SparseMlaReference, ValidateRejectsBadParams) {
   }
   {
     auto b = s;
-    b.main.cache.kind = ops::KvCacheKind::Fp8Model1;
+    b.main.cache.kind = formats::KvFormat::Model1;
     expect_error(b, "d_qk");
   }
   {
@@ -177,6 +176,11 @@ TEST(SparseMlaReference, ValidateRejectsBadParams) {
     auto b = s;
     b.main.cache.data = Tensor::empty({100}, DType::U8);
     expect_error(b, "less than one");
+  }
+  {
+    auto b = s;
+    b.main.cache.kind = formats::KvFormat::Indexer;  // key pages of the indexer, not attention's
+    expect_error(b, "not an attention cache");
   }
 }
 

@@ -24,7 +24,7 @@ ops::SparseMlaParams shape_params(int64_t T, int64_t H, int64_t keys) {
   static char dummy alignas(16)[16];
   ops::SparseMlaParams p;
   p.q = Tensor::from_blob(dummy, {T, H, 576}, DType::BF16);
-  p.main.cache.kind = ops::KvCacheKind::Fp8DsMla;
+  p.main.cache.kind = formats::KvFormat::DsMla;
   p.main.cache.page_size = 64;
   p.main.indices = Tensor::from_blob(dummy, {T, keys}, DType::I32);
   return p;
@@ -32,7 +32,7 @@ ops::SparseMlaParams shape_params(int64_t T, int64_t H, int64_t keys) {
 
 SparseMlaTuneConfig glm_like(int heads, int keys, Device dev) {
   SparseMlaTuneConfig c;
-  c.kind = ops::KvCacheKind::Fp8DsMla;
+  c.kind = formats::KvFormat::DsMla;
   c.heads = heads;
   c.main_keys = keys;
   c.main_page = 64;

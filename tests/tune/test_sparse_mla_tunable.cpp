@@ -112,18 +112,18 @@ std::string compare_with_reference(const SparseMlaTunable& op) {
 
 TEST(TuneSparseMla, CudaEveryTacticMatchesTheReference) {
   DSA_REQUIRE_CUDA();
-  for (auto kind : {ops::KvCacheKind::Fp8DsMla, ops::KvCacheKind::Fp8Model1}) {
+  for (auto kind : {formats::KvFormat::DsMla, formats::KvFormat::Model1}) {
     SparseMlaTuneConfig c;
     c.kind = kind;
     c.heads = 64;
-    c.main_keys = kind == ops::KvCacheKind::Fp8DsMla ? 2048 : 128;
-    c.main_page = kind == ops::KvCacheKind::Fp8DsMla ? 64 : 256;
-    c.extra_keys = kind == ops::KvCacheKind::Fp8DsMla ? 0 : 512;
-    c.sink = kind == ops::KvCacheKind::Fp8Model1;
+    c.main_keys = kind == formats::KvFormat::DsMla ? 2048 : 128;
+    c.main_page = kind == formats::KvFormat::DsMla ? 64 : 256;
+    c.extra_keys = kind == formats::KvFormat::DsMla ? 0 : 512;
+    c.sink = kind == formats::KvFormat::Model1;
     c.cache_bytes = size_t{4} << 20;
     SparseMlaTunable op(c);
     for (int64_t T : {1, 5}) {
-      SCOPED_TRACE(fmt::format("{} T={}", ops::kv_cache_kind_name(kind), T));
+      SCOPED_TRACE(fmt::format("{} T={}", formats::kv_format_name(kind), T));
       auto failures = check_all_tactics(
           op, {T}, [&](const Tactic&) { return compare_with_reference(op); },
           [&] {

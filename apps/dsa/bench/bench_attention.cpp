@@ -35,11 +35,10 @@
 namespace dsa::bench {
 namespace {
 
-using ops::KvCacheKind;
 
 struct AttnShape {
   std::string name;
-  KvCacheKind kind;
+  formats::KvFormat kind;
   int H;
   int reqs;            // requests per call
   int tokens_per_req;  // query tokens per request (T = reqs * tokens_per_req)
@@ -51,16 +50,16 @@ struct AttnShape {
 std::vector<AttnShape> shapes(bool quick) {
   std::vector<AttnShape> v;
   const std::vector<int> Ts = quick ? std::vector<int>{1, 32} : std::vector<int>{1, 8, 32, 128};
-  for (int T : Ts) v.push_back({fmt::format("glm5.1_h64_k2048_T{}", T), KvCacheKind::Fp8DsMla, 64, T, 1, 2048, 64, 4096});
-  for (int T : Ts) v.push_back({fmt::format("glm5.1_h32_k2048_T{}", T), KvCacheKind::Fp8DsMla, 32, T, 1, 2048, 64, 4096});
-  for (int T : Ts) v.push_back({fmt::format("v3.2_h128_k2048_T{}", T), KvCacheKind::Fp8DsMla, 128, T, 1, 2048, 64, 4096});
-  v.push_back({"v3.2_h128_k2048_b128x2", KvCacheKind::Fp8DsMla, 128, 128, 2, 2048, 64, 4096});
+  for (int T : Ts) v.push_back({fmt::format("glm5.1_h64_k2048_T{}", T), formats::KvFormat::DsMla, 64, T, 1, 2048, 64, 4096});
+  for (int T : Ts) v.push_back({fmt::format("glm5.1_h32_k2048_T{}", T), formats::KvFormat::DsMla, 32, T, 1, 2048, 64, 4096});
+  for (int T : Ts) v.push_back({fmt::format("v3.2_h128_k2048_T{}", T), formats::KvFormat::DsMla, 128, T, 1, 2048, 64, 4096});
+  v.push_back({"v3.2_h128_k2048_b128x2", formats::KvFormat::DsMla, 128, 128, 2, 2048, 64, 4096});
   for (int page : {256, 64})
     for (int T : Ts)
-      v.push_back({fmt::format("v4flash_h64_swa128_top512_p{}_T{}", page, T), KvCacheKind::Fp8Model1, 64, T, 1, 128,
+      v.push_back({fmt::format("v4flash_h64_swa128_top512_p{}_T{}", page, T), formats::KvFormat::Model1, 64, T, 1, 128,
                    page, 256, 512, 64, 2048, true});
   for (int T : Ts)
-    v.push_back({fmt::format("v4pro_h128_swa128_top1024_T{}", T), KvCacheKind::Fp8Model1, 128, T, 1, 128, 256, 256,
+    v.push_back({fmt::format("v4pro_h128_swa128_top1024_T{}", T), formats::KvFormat::Model1, 128, T, 1, 128, 256, 256,
                  1024, 64, 4096, true});
   return v;
 }
@@ -69,8 +68,8 @@ std::vector<AttnShape> shapes(bool quick) {
 
 // A device cache of `pages` pages filled with valid random bytes (a host template of up to 64
 // pages, tiled on the device), plus the row size in bytes.
-Tensor make_device_cache(KvCacheKind kind, int page, int64_t pages, std::mt19937_64& gen) {
-  const size_t pb = kind == KvCacheKind::Fp8DsMla ? kv::ds_mla::page_bytes(page) : kv::model1::page_bytes(page);
+Tensor make_device_cache(formats::KvFormat kind, int page, int64_t pages, std::mt19937_64& gen) {
+  const size_t pb = formats::kv_page_bytes(kind, page);
   const int64_t tmpl_pages = std::min<int64_t>(pages, std::max<int64_t>(1, 4096 / page));
   std::vector<uint8_t> h(pb * tmpl_pages, 0);
   ops::fill_random_kv_pages(kind, page, h.data(), tmpl_pages, ops::RandomKvScales::Fixed, gen);
@@ -159,7 +158,7 @@ std::vector<Row> run(const Options& opt) {
     if (filter && sh.name.find(filter) == std::string::npos) continue;
     const int T = sh.reqs * sh.tokens_per_req;
     const int D = ops::kv_cache_d_qk(sh.kind);
-    const int row_bytes = sh.kind == KvCacheKind::Fp8DsMla ? kv::ds_mla::kTokenBytes : kv::model1::kLogicalBytes;
+    const int row_bytes = sh.kind == formats::KvFormat::DsMla ? kv::ds_mla::kTokenBytes : kv::model1::kLogicalBytes;
     // Unique bytes of one call, to size the rotation: > 2x L2 over all sets (at most 128 sets).
     const double call_bytes_est = static_cast<double>(T / sh.tokens_per_req) * (sh.main_k + sh.extra_k) * row_bytes;
     const double l2 = devinfo.l2_bytes ? static_cast<double>(devinfo.l2_bytes) : 60e6;

@@ -158,7 +158,7 @@ void AttentionImpl::forward(const ops::SparseMlaParams& p, int tactic) const {
   DSA_CHECK(p.heads() == q.num_heads, "attention backend {} was created for {} heads, q has {}", backend_->name(),
             q.num_heads, p.heads());
   DSA_CHECK(p.d_qk() == q.head_size, "attention backend {} was created for d_qk {}, the cache ({}) has {}",
-            backend_->name(), q.head_size, ops::kv_cache_kind_name(p.main.cache.kind), p.d_qk());
+            backend_->name(), q.head_size, formats::kv_format_name(p.main.cache.kind), p.d_qk());
   DSA_CHECK(!p.sink.defined() || q.sink, "attention backend {} was created without a sink, but one was given",
             backend_->name());
   if (on_gpu) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "dsa/core/error.h"
+#include "dsa/formats/kv_cache_ops.h"
 #include "dsa/formats/kv_layout.h"
 
 namespace dsa::attn {
@@ -63,7 +64,7 @@ std::vector<LayerPlan> plan_attention(const std::vector<AttentionLayerSpec>& lay
           cp.page_bytes = s.page_bytes;
           cp.page_shape = s.dims;
         } else {
-          cp.layout = "indexer_fp8";  // 128 e4m3 + fp32 scale per entry (formats/kv_layout.h)
+          cp.layout = std::string(formats::kv_format_name(formats::KvFormat::Indexer));  // 128 e4m3 + fp32 scale per entry
           cp.page_bytes = kv::indexer::page_bytes(cp.page_size);
           cp.page_shape = {1, static_cast<int64_t>(cp.page_bytes)};
         }

@@ -14,8 +14,8 @@ namespace dsa::formats {
 std::string_view kv_format_name(KvFormat f) {
   switch (f) {
     case KvFormat::DsMla: return "fp8_ds_mla";
-    case KvFormat::Model1: return "model1";
-    case KvFormat::Indexer: return "indexer";
+    case KvFormat::Model1: return "fp8_model1";
+    case KvFormat::Indexer: return "indexer_fp8";
   }
   return "?";
 }

@@ -32,8 +32,11 @@
 
 namespace dsa::formats {
 
+// The paged cache layouts (kv_layout.h), one enum for every layer that handles them: DsMla (656 B
+// per token, GLM-5.1 / V3.2), Model1 (DeepSeek-V4: pages of [P x 576 B data][P x 8 B scales]),
+// Indexer (132 B per key: 128 e4m3 + an fp32 scale). Attention reads DsMla and Model1.
 enum class KvFormat : uint8_t { DsMla, Model1, Indexer };
-std::string_view kv_format_name(KvFormat f);  // "fp8_ds_mla", "model1", "indexer"
+std::string_view kv_format_name(KvFormat f);  // "fp8_ds_mla", "fp8_model1", "indexer_fp8" (the attention plan's names)
 int kv_row_dim(KvFormat f);                   // values per row given to insert / from gather
 size_t kv_page_bytes(KvFormat f, int page_size);
 

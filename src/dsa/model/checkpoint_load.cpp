@@ -15,7 +15,7 @@
 #include "dsa/core/log.h"
 #include "dsa/model/config_bounds.h"
 #include "dsa/model/weight_forms.h"
-#include "dsa/model/weights/from_model_config.h"
+#include "dsa/model/schema/from_model_config.h"
 
 namespace dsa {
 
@@ -108,7 +108,7 @@ TensorSet deepseek_v4_official_view(const Checkpoint& ckpt, std::vector<std::str
       }
       continue;
     }
-    auto official = weights::deepseek_v4_official_name(n);
+    auto official = schema::deepseek_v4_official_name(n);
     if (!official) {
       if (unmapped) unmapped->push_back(n);
       continue;
@@ -118,8 +118,8 @@ TensorSet deepseek_v4_official_view(const Checkpoint& ckpt, std::vector<std::str
   return s;
 }
 
-weights::ValidationReport validate(const TensorSet& set, const std::vector<weights::WeightSpec>& specs) {
-  weights::ValidationReport r;
+schema::ValidationReport validate(const TensorSet& set, const std::vector<schema::WeightSpec>& specs) {
+  schema::ValidationReport r;
   r.expected = specs.size();
   std::set<std::string, std::less<>> expected;
   for (const auto& s : specs) {
@@ -135,11 +135,11 @@ weights::ValidationReport validate(const TensorSet& set, const std::vector<weigh
       if (s.linear && s.linear->forms.size() > 1) {
         form = " (stored forms accepted: ";
         for (size_t i = 0; i < s.linear->forms.size(); ++i)
-          form += fmt::format("{}{}", i ? ", " : "", weights::linear_kind_name(s.linear->forms[i]));
+          form += fmt::format("{}{}", i ? ", " : "", schema::linear_kind_name(s.linear->forms[i]));
         form += ")";
       }
       r.mismatched.push_back(fmt::format("{} (in {}): expected {} {}, got {} {}{}", s.name, set.origin.at(s.name),
-                                         weights::accepted_dtypes_str(s), shape_str(s.shape), dtype_name(t.dtype()),
+                                         schema::accepted_dtypes_str(s), shape_str(s.shape), dtype_name(t.dtype()),
                                          shape_str(t.shape()), form));
     }
   }
@@ -148,13 +148,13 @@ weights::ValidationReport validate(const TensorSet& set, const std::vector<weigh
   return r;
 }
 
-LoadedWeights load_weights(const TensorSet& in, const std::vector<weights::WeightSpec>& listed,
+LoadedWeights load_weights(const TensorSet& in, const std::vector<schema::WeightSpec>& listed,
                            const LoadOptions& opt, const std::string& label) {
   const auto t0 = std::chrono::steady_clock::now();
   LoadedWeights w;
   // Each linear in the form the checkpoint stores it (weight_forms.h), then validation of what
   // is stored, then conversion of what the model does not read as stored.
-  const std::vector<weights::WeightSpec> stored = resolve_linear_forms(in, listed);
+  const std::vector<schema::WeightSpec> stored = resolve_linear_forms(in, listed);
   w.report = validate(in, stored);
   if (opt.strict) w.report.throw_if_invalid(label);
   if (!w.report.unknown.empty()) {
@@ -164,7 +164,7 @@ LoadedWeights load_weights(const TensorSet& in, const std::vector<weights::Weigh
     log_warn("{}: {} tensors are not part of the model and are not used: {}", label, w.report.unknown.size(), list);
   }
   TensorSet set = in;  // views: copying the set copies no data
-  const std::vector<weights::WeightSpec> specs = convert_for_model(set, stored);
+  const std::vector<schema::WeightSpec> specs = convert_for_model(set, stored);
   uint64_t total = 0;
   for (const auto& s : specs)
     if (auto it = set.tensors.find(s.name); it != set.tensors.end()) total += it->second.nbytes();
@@ -199,15 +199,15 @@ void check_expert_count(const std::string& dir, int64_t moe_layers, int64_t expe
 
 }  // namespace
 
-LoadedWeights load_deepseek_v4(const std::string& dir, const LoadOptions& opt, weights::DeepseekV4Dims* dims_out) {
+LoadedWeights load_deepseek_v4(const std::string& dir, const LoadOptions& opt, schema::DeepseekV4Dims* dims_out) {
   const model::ModelConfig cfg = model::load_model_config(dir);
   DSA_CHECK(cfg.arch == model::Arch::DeepseekV4, "{}: config.json describes a {} model, not deepseek_v4", dir,
             model::arch_name(cfg.arch));
-  return load_deepseek_v4(dir, weights::deepseek_v4_dims(cfg), opt, dims_out);
+  return load_deepseek_v4(dir, schema::deepseek_v4_dims(cfg), opt, dims_out);
 }
 
-LoadedWeights load_deepseek_v4(const std::string& dir, weights::DeepseekV4Dims dims, const LoadOptions& opt,
-                               weights::DeepseekV4Dims* dims_out) {
+LoadedWeights load_deepseek_v4(const std::string& dir, schema::DeepseekV4Dims dims, const LoadOptions& opt,
+                               schema::DeepseekV4Dims* dims_out) {
   Checkpoint ckpt = Checkpoint::open(dir);
   TensorSet set;
   const bool official_layout = ckpt.has("embed.weight") || !ckpt.has("model.embed_tokens.weight");
@@ -229,29 +229,29 @@ LoadedWeights load_deepseek_v4(const std::string& dir, weights::DeepseekV4Dims d
     }
   }
   check_expert_count(dir, dims.layers + dims.mtp_layers, dims.experts, set.tensors.size());
-  const auto specs = weights::deepseek_v4_weight_specs(dims);
+  const auto specs = schema::deepseek_v4_weight_specs(dims);
   if (dims_out) *dims_out = dims;
   return load_weights(set, specs, opt, dir);
 }
 
-LoadedWeights load_glm5(const std::string& dir, const LoadOptions& opt, weights::Glm5Dims* dims_out) {
+LoadedWeights load_glm5(const std::string& dir, const LoadOptions& opt, schema::Glm5Dims* dims_out) {
   const model::ModelConfig cfg = model::load_model_config(dir);
   DSA_CHECK(cfg.arch == model::Arch::GlmMoeDsa, "{}: config.json describes a {} model, not glm_moe_dsa", dir,
             model::arch_name(cfg.arch));
-  const auto dims = weights::glm5_dims(cfg);
+  const auto dims = schema::glm5_dims(cfg);
   if (dims_out) *dims_out = dims;
   return load_glm5(dir, dims, opt);
 }
 
-LoadedWeights load_glm5(const std::string& dir, const weights::Glm5Dims& dims, const LoadOptions& opt) {
+LoadedWeights load_glm5(const std::string& dir, const schema::Glm5Dims& dims, const LoadOptions& opt) {
   TensorSet set = tensor_set(Checkpoint::open(dir));
   check_expert_count(dir, dims.layers - dims.first_dense + dims.mtp_layers, dims.experts, set.tensors.size());
-  return load_weights(set, weights::glm5_weight_specs(dims), opt, dir);
+  return load_weights(set, schema::glm5_weight_specs(dims), opt, dir);
 }
 
 LoadedWeights load_model_weights(const std::string& dir, const model::ModelConfig& config, const LoadOptions& opt) {
-  if (config.arch == model::Arch::DeepseekV4) return load_deepseek_v4(dir, weights::deepseek_v4_dims(config), opt);
-  return load_glm5(dir, weights::glm5_dims(config), opt);
+  if (config.arch == model::Arch::DeepseekV4) return load_deepseek_v4(dir, schema::deepseek_v4_dims(config), opt);
+  return load_glm5(dir, schema::glm5_dims(config), opt);
 }
 
 }  // namespace dsa

@@ -11,9 +11,9 @@
 #include "dsa/core/tensor.h"
 #include "dsa/model/config.h"
 #include "dsa/model/checkpoint.h"
-#include "dsa/model/weights/deepseek_v4.h"
-#include "dsa/model/weights/glm5.h"
-#include "dsa/model/weights/weight_spec.h"
+#include "dsa/model/deepseek_v4/schema.h"
+#include "dsa/model/glm5/schema.h"
+#include "dsa/model/schema/weight_spec.h"
 
 namespace dsa {
 
@@ -29,7 +29,7 @@ struct LoadedWeights {
   // them, "<ffn>.experts.w13.weight" / ".w13.scale" / ".w2.weight" / ".w2.scale" (and the same
   // under "<ffn>.shared_experts."); the per-expert entries of `tensors` are views into these.
   std::map<std::string, Tensor, std::less<>> expert_stacks;
-  weights::ValidationReport report;
+  schema::ValidationReport report;
   double seconds = 0;  // wall time of validation + copies
   uint64_t bytes = 0;  // bytes of the loaded tensors
 
@@ -52,9 +52,9 @@ TensorSet tensor_set(const Checkpoint& ckpt);
 // Names with no official counterpart are returned in `unmapped`.
 TensorSet deepseek_v4_official_view(const Checkpoint& ckpt, std::vector<std::string>* unmapped = nullptr);
 
-weights::ValidationReport validate(const TensorSet& set, const std::vector<weights::WeightSpec>& specs);
+schema::ValidationReport validate(const TensorSet& set, const std::vector<schema::WeightSpec>& specs);
 
-LoadedWeights load_weights(const TensorSet& set, const std::vector<weights::WeightSpec>& specs,
+LoadedWeights load_weights(const TensorSet& set, const std::vector<schema::WeightSpec>& specs,
                            const LoadOptions& opt, const std::string& label);
 
 // config.json (model::load_model_config: the one reader and validator of config.json) +
@@ -62,12 +62,12 @@ LoadedWeights load_weights(const TensorSet& set, const std::vector<weights::Weig
 // layout and transformers' layout (detected from the tensor names). Every linear may be stored in
 // any form its spec accepts and small vectors in any float dtype (weight_forms.h).
 LoadedWeights load_deepseek_v4(const std::string& dir, const LoadOptions& opt = {},
-                               weights::DeepseekV4Dims* dims_out = nullptr);
-LoadedWeights load_glm5(const std::string& dir, const LoadOptions& opt = {}, weights::Glm5Dims* dims_out = nullptr);
-LoadedWeights load_glm5(const std::string& dir, const weights::Glm5Dims& dims, const LoadOptions& opt);
+                               schema::DeepseekV4Dims* dims_out = nullptr);
+LoadedWeights load_glm5(const std::string& dir, const LoadOptions& opt = {}, schema::Glm5Dims* dims_out = nullptr);
+LoadedWeights load_glm5(const std::string& dir, const schema::Glm5Dims& dims, const LoadOptions& opt);
 // With the numbers given (dims_out: as adjusted for the layout found, e.g. MTP absent).
-LoadedWeights load_deepseek_v4(const std::string& dir, weights::DeepseekV4Dims dims, const LoadOptions& opt,
-                               weights::DeepseekV4Dims* dims_out = nullptr);
+LoadedWeights load_deepseek_v4(const std::string& dir, schema::DeepseekV4Dims dims, const LoadOptions& opt,
+                               schema::DeepseekV4Dims* dims_out = nullptr);
 // For the engine: the weights of `config` (model::ModelConfig, parsed from the same directory's
 // config.json or a built-in) from checkpoint directory `dir`.
 LoadedWeights load_model_weights(const std::string& dir, const model::ModelConfig& config, const LoadOptions& opt = {});

@@ -18,10 +18,10 @@
 
 namespace dsa {
 
-using weights::WeightSpec;
+using schema::WeightSpec;
 
-weights::DeepseekV4Dims tiny_deepseek_v4_dims() {
-  weights::DeepseekV4Dims d;
+schema::DeepseekV4Dims tiny_deepseek_v4_dims() {
+  schema::DeepseekV4Dims d;
   d.vocab = 512;
   d.hidden = 256;
   d.layers = 4;
@@ -44,8 +44,8 @@ weights::DeepseekV4Dims tiny_deepseek_v4_dims() {
   return d;
 }
 
-weights::Glm5Dims tiny_glm5_dims() {
-  weights::Glm5Dims d;
+schema::Glm5Dims tiny_glm5_dims() {
+  schema::Glm5Dims d;
   d.vocab = 512;
   d.hidden = 256;
   d.layers = 4;
@@ -67,8 +67,8 @@ weights::Glm5Dims tiny_glm5_dims() {
   return d;
 }
 
-weights::DeepseekV4Dims preset_deepseek_v4_dims(const std::string& preset) {
-  weights::DeepseekV4Dims d;
+schema::DeepseekV4Dims preset_deepseek_v4_dims(const std::string& preset) {
+  schema::DeepseekV4Dims d;
   d.vocab = 129280;
   d.head_dim = 512;
   d.rope_dim = 64;
@@ -97,9 +97,9 @@ weights::DeepseekV4Dims preset_deepseek_v4_dims(const std::string& preset) {
   return d;
 }
 
-weights::Glm5Dims preset_glm5_dims(const std::string& preset) {
+schema::Glm5Dims preset_glm5_dims(const std::string& preset) {
   DSA_CHECK(preset == "glm-5.1", "make-tiny: unknown glm_moe_dsa preset '{}' (tiny, glm-5.1)", preset);
-  weights::Glm5Dims d;
+  schema::Glm5Dims d;
   d.vocab = 154880; d.hidden = 6144; d.layers = 78; d.heads = 64; d.q_lora = 2048; d.kv_lora = 512;
   d.qk_nope = 192; d.qk_rope = 64; d.v_head = 256; d.index_heads = 32; d.index_head_dim = 128;
   d.experts = 256; d.shared_experts = 1; d.moe_inter = 2048; d.dense_inter = 12288; d.first_dense = 3;
@@ -108,7 +108,7 @@ weights::Glm5Dims preset_glm5_dims(const std::string& preset) {
   return d;
 }
 
-nlohmann::json deepseek_v4_config_json(const weights::DeepseekV4Dims& d, int64_t index_topk, int64_t sliding_window,
+nlohmann::json deepseek_v4_config_json(const schema::DeepseekV4Dims& d, int64_t index_topk, int64_t sliding_window,
                                        double routed_scaling_factor) {
   nlohmann::json c = {
       {"architectures", {"DeepseekV4ForCausalLM"}},
@@ -161,7 +161,7 @@ nlohmann::json deepseek_v4_config_json(const weights::DeepseekV4Dims& d, int64_t
   return c;
 }
 
-nlohmann::json glm5_config_json(const weights::Glm5Dims& d, int64_t index_topk) {
+nlohmann::json glm5_config_json(const schema::Glm5Dims& d, int64_t index_topk) {
   std::vector<std::string> indexer_types;
   for (bool f : d.indexer_full) indexer_types.push_back(f ? "full" : "shared");
   nlohmann::json c = {
@@ -399,9 +399,9 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
     if (opt.preset != "tiny") d.hash_layers = std::min(d.hash_layers, d.layers);
     d.fp4_experts = opt.fp4_experts;
     d.fp8 = true;
-    fp8_specs = weights::deepseek_v4_weight_specs(d);
+    fp8_specs = schema::deepseek_v4_weight_specs(d);
     d.fp8 = opt.fp8;
-    specs = weights::deepseek_v4_weight_specs(d);
+    specs = schema::deepseek_v4_weight_specs(d);
     const bool tiny = opt.preset == "tiny";
     out.config = deepseek_v4_config_json(d, tiny ? 4 : (opt.preset == "pro" ? 1024 : 512), 128,
                                          opt.preset == "pro" ? 2.5 : 1.5);
@@ -420,9 +420,9 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
       d.first_dense = std::min(d.first_dense, d.layers);
     }
     d.fp8 = true;
-    fp8_specs = weights::glm5_weight_specs(d);
+    fp8_specs = schema::glm5_weight_specs(d);
     d.fp8 = opt.fp8;
-    specs = weights::glm5_weight_specs(d);
+    specs = schema::glm5_weight_specs(d);
     out.config = glm5_config_json(d, opt.preset == "tiny" ? 4 : 2048);
     if (opt.preset != "tiny") out.config["max_position_embeddings"] = 202752;  // GLM-5.1's release config
     n_experts = d.experts;
@@ -444,12 +444,12 @@ TinyCheckpoint make_tiny_checkpoint(const TinyOptions& opt, const std::string& d
         round_to[sp.name] = sp.dtype == DType::F32 ? *t : sp.dtype;
         if (!opt.variant_canonical) w.dtype = *t;
       } else if (transformers_quantizes(opt.arch, opt.fp8, sp.name)) {
-        const weights::LinearKind k =
-            opt.arch == "deepseek_v4" ? weights::LinearKind::Fp8Ue8m0 : weights::LinearKind::Fp8F32Inv;
+        const schema::LinearKind k =
+            opt.arch == "deepseek_v4" ? schema::LinearKind::Fp8Ue8m0 : schema::LinearKind::Fp8F32Inv;
         if (opt.variant_canonical) {
-          fp8_twin[sp.name] = k == weights::LinearKind::Fp8Ue8m0 ? DType::E8M0 : DType::F32;
+          fp8_twin[sp.name] = k == schema::LinearKind::Fp8Ue8m0 ? DType::E8M0 : DType::F32;
         } else {
-          weights::add_linear(written, sp.name.substr(0, sp.name.size() - 7), sp.shape[0], sp.shape[1], k);
+          schema::add_linear(written, sp.name.substr(0, sp.name.size() - 7), sp.shape[0], sp.shape[1], k);
           continue;
         }
       }

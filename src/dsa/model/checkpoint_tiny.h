@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dsa/model/weights/deepseek_v4.h"
-#include "dsa/model/weights/glm5.h"
+#include "dsa/model/deepseek_v4/schema.h"
+#include "dsa/model/glm5/schema.h"
 
 namespace dsa {
 
@@ -33,7 +33,7 @@ struct TinyOptions {
   int64_t intermediate = 0;
   // deepseek_v4: these dimensions instead of the preset's (start from tiny_deepseek_v4_dims();
   // tensor-parallel tests change o_groups, experts_per_tok); the options above still apply.
-  std::optional<weights::DeepseekV4Dims> v4_dims;
+  std::optional<schema::DeepseekV4Dims> v4_dims;
   bool fast_fill = false;    // cheap pseudo-random bytes instead of quantized normal weights
   bool verbose = false;      // a line per shard on stderr
   uint64_t seed = 0;
@@ -68,15 +68,15 @@ struct TinyCheckpoint {
   size_t shards = 0;
 };
 
-weights::DeepseekV4Dims tiny_deepseek_v4_dims();
-weights::Glm5Dims tiny_glm5_dims();
-weights::DeepseekV4Dims preset_deepseek_v4_dims(const std::string& preset);  // "flash", "pro"
-weights::Glm5Dims preset_glm5_dims(const std::string& preset);                // "glm-5.1"
+schema::DeepseekV4Dims tiny_deepseek_v4_dims();
+schema::Glm5Dims tiny_glm5_dims();
+schema::DeepseekV4Dims preset_deepseek_v4_dims(const std::string& preset);  // "flash", "pro"
+schema::Glm5Dims preset_glm5_dims(const std::string& preset);                // "glm-5.1"
 
 // config.json contents (official field names; transformers 5.17 loads them too).
-nlohmann::json deepseek_v4_config_json(const weights::DeepseekV4Dims& d, int64_t index_topk, int64_t sliding_window,
+nlohmann::json deepseek_v4_config_json(const schema::DeepseekV4Dims& d, int64_t index_topk, int64_t sliding_window,
                                        double routed_scaling_factor = 1.5);
-nlohmann::json glm5_config_json(const weights::Glm5Dims& d, int64_t index_topk);
+nlohmann::json glm5_config_json(const schema::Glm5Dims& d, int64_t index_topk);
 
 // Writes config.json, model-0000k-of-0000n.safetensors and model.safetensors.index.json into
 // `dir` (created if needed), one shard at a time (memory stays near one shard). Deterministic for

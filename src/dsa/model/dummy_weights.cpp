@@ -16,13 +16,13 @@
 #include "dsa/core/device.h"
 #include "dsa/core/error.h"
 #include "dsa/core/log.h"
-#include "dsa/model/weights/from_model_config.h"
+#include "dsa/model/schema/from_model_config.h"
 
 namespace dsa {
 
 using model::dummy::FillKind;
 using model::dummy::FillRecipe;
-using weights::WeightSpec;
+using schema::WeightSpec;
 
 namespace {
 
@@ -42,7 +42,7 @@ int scale_exponent(double code_rms, int64_t in) {
 }
 
 // Linear weights by base name (a scale's recipe needs its linear's `in` and weight dtype).
-using LinearIndex = std::map<std::string, std::pair<const weights::LinearSpec*, DType>, std::less<>>;
+using LinearIndex = std::map<std::string, std::pair<const schema::LinearSpec*, DType>, std::less<>>;
 
 LinearIndex index_linears(const std::vector<WeightSpec>& specs) {
   LinearIndex idx;
@@ -52,7 +52,7 @@ LinearIndex index_linears(const std::vector<WeightSpec>& specs) {
 }
 
 // The linear whose scale tensor is `name` (".scale" / ".weight_scale_inv"), or null.
-const weights::LinearSpec* linear_of_scale(const std::string& name, const LinearIndex& idx, DType* weight_dtype) {
+const schema::LinearSpec* linear_of_scale(const std::string& name, const LinearIndex& idx, DType* weight_dtype) {
   std::string base;
   if (ends_with(name, ".weight_scale_inv")) base = name.substr(0, name.size() - 17);
   else if (ends_with(name, ".scale")) base = name.substr(0, name.size() - 6);
@@ -109,8 +109,8 @@ FillRecipe recipe(const WeightSpec& s, const LinearIndex& linears, int64_t exper
       break;
   }
   DType weight_dtype = DType::BF16;
-  if (const weights::LinearSpec* l = linear_of_scale(nm, linears, &weight_dtype)) {
-    const bool mxfp4 = l->kind == weights::LinearKind::Mxfp4 || weight_dtype == DType::I8 || weight_dtype == DType::U8;
+  if (const schema::LinearSpec* l = linear_of_scale(nm, linears, &weight_dtype)) {
+    const bool mxfp4 = l->kind == schema::LinearKind::Mxfp4 || weight_dtype == DType::I8 || weight_dtype == DType::U8;
     const int e = scale_exponent(mxfp4 ? kE2m1CodeRms : kE4m3CodeRms, l->in);
     if (s.dtype == DType::E8M0) {
       r.kind = FillKind::ConstByte;
@@ -287,16 +287,16 @@ LoadedWeights dummy_weights(const std::vector<WeightSpec>& specs, const DummyOpt
 LoadedWeights dummy_model_weights(const model::ModelConfig& config, Device device, uint64_t seed, bool mtp) {
   std::vector<WeightSpec> specs;
   if (config.arch == model::Arch::DeepseekV4) {
-    weights::DeepseekV4Dims d = weights::deepseek_v4_dims(config);
+    schema::DeepseekV4Dims d = schema::deepseek_v4_dims(config);
     if (!mtp) {
       d.mtp_layers = 0;
       d.compress_ratios.resize(static_cast<size_t>(d.layers));
     }
-    specs = weights::deepseek_v4_weight_specs(d);
+    specs = schema::deepseek_v4_weight_specs(d);
   } else {
-    weights::Glm5Dims d = weights::glm5_dims(config);
+    schema::Glm5Dims d = schema::glm5_dims(config);
     if (!mtp) d.mtp_layers = 0;
-    specs = weights::glm5_weight_specs(d);
+    specs = schema::glm5_weight_specs(d);
   }
   DummyOptions o;
   o.device = device;

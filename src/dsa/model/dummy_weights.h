@@ -17,7 +17,7 @@
 #include "dsa/model/checkpoint_load.h"
 #include "dsa/model/config.h"
 #include "dsa/model/dummy_fill.h"
-#include "dsa/model/weights/weight_spec.h"
+#include "dsa/model/schema/weight_spec.h"
 
 namespace dsa {
 
@@ -28,7 +28,7 @@ struct DummyOptions {
 };
 
 // The values of one tensor of the spec list: `specs` gives the linear a scale belongs to.
-model::dummy::FillRecipe dummy_recipe(const weights::WeightSpec& s, const std::vector<weights::WeightSpec>& specs,
+model::dummy::FillRecipe dummy_recipe(const schema::WeightSpec& s, const std::vector<schema::WeightSpec>& specs,
                                       int64_t experts);
 // Per-tensor seed: the load seed mixed with the tensor's name.
 uint64_t dummy_tensor_seed(uint64_t seed, const std::string& name);
@@ -36,10 +36,10 @@ uint64_t dummy_tensor_seed(uint64_t seed, const std::string& name);
 void dummy_fill(Tensor& t, const model::dummy::FillRecipe& recipe, uint64_t tensor_seed);
 
 // Every tensor of `specs` on opt.device, filled. `label` names the model in the log line.
-LoadedWeights dummy_weights(const std::vector<weights::WeightSpec>& specs, const DummyOptions& opt,
+LoadedWeights dummy_weights(const std::vector<schema::WeightSpec>& specs, const DummyOptions& opt,
                             const std::string& label);
 
-// The weights of `config` (its spec: weights::weight_specs), filled; `mtp` false leaves the MTP
+// The weights of `config` (its spec: schema::weight_specs), filled; `mtp` false leaves the MTP
 // layers out (the model does not read them unless it drafts with them).
 LoadedWeights dummy_model_weights(const model::ModelConfig& config, Device device, uint64_t seed = 0,
                                   bool mtp = true);

@@ -9,10 +9,10 @@
 
 namespace dsa {
 
-using weights::LinearKind;
-using weights::LinearSpec;
-using weights::LinearUse;
-using weights::WeightSpec;
+using schema::LinearKind;
+using schema::LinearSpec;
+using schema::LinearUse;
+using schema::WeightSpec;
 
 namespace {
 
@@ -35,7 +35,7 @@ LinearKind stored_form(const TensorSet& set, const std::string& base) {
 // The specs add_linear lists for `l` in form `kind` (same accepted forms and use).
 std::vector<WeightSpec> linear_specs(const LinearSpec& l, LinearKind kind) {
   std::vector<WeightSpec> v;
-  weights::add_linear(v, l.base, l.out, l.in, kind, l.forms, l.use);
+  schema::add_linear(v, l.base, l.out, l.in, kind, l.forms, l.use);
   return v;
 }
 
@@ -129,7 +129,7 @@ std::vector<WeightSpec> convert_for_model(TensorSet& set, const std::vector<Weig
         continue;
       }
       it->second = dequantize_to_bf16(l, l.kind, it->second, sc->second);
-      set.origin[s.name] += fmt::format(" ({} dequantized to bf16 at load)", weights::linear_kind_name(l.kind));
+      set.origin[s.name] += fmt::format(" ({} dequantized to bf16 at load)", schema::linear_kind_name(l.kind));
       set.tensors.erase(sc);
       for (auto& r : linear_specs(l, LinearKind::Bf16)) out.push_back(std::move(r));
       ++i;  // skip the scale spec

@@ -13,16 +13,16 @@
 #include <vector>
 
 #include "dsa/model/checkpoint_load.h"
-#include "dsa/model/weights/weight_spec.h"
+#include "dsa/model/schema/weight_spec.h"
 
 namespace dsa {
 
 // `specs` with each linear listed in the form `set` stores, where the spec accepts that form
 // (otherwise left as listed, so that validation reports the difference).
-std::vector<weights::WeightSpec> resolve_linear_forms(const TensorSet& set, const std::vector<weights::WeightSpec>& specs);
+std::vector<schema::WeightSpec> resolve_linear_forms(const TensorSet& set, const std::vector<schema::WeightSpec>& specs);
 
 // After validation against `specs` (resolved): converts the tensors of `set` that the model does
 // not read as stored (see above; host tensors) and returns the specs as the model sees them.
-std::vector<weights::WeightSpec> convert_for_model(TensorSet& set, const std::vector<weights::WeightSpec>& specs);
+std::vector<schema::WeightSpec> convert_for_model(TensorSet& set, const std::vector<schema::WeightSpec>& specs);
 
 }  // namespace dsa

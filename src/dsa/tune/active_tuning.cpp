@@ -74,13 +74,13 @@ int TableTacticChooser::sparse_mla(const ops::SparseMlaParams& p) const {
     return index;
   }
   unmatched_.fetch_add(1, std::memory_order_relaxed);
-  log_warn_once(fmt::format("tune-unmatched:sparse_mla:{}.h{}.k{}.p{}{}", ops::kv_cache_kind_name(p.main.cache.kind),
+  log_warn_once(fmt::format("tune-unmatched:sparse_mla:{}.h{}.k{}.p{}{}", formats::kv_format_name(p.main.cache.kind),
                             p.heads(), p.main.indices.defined() ? p.main.indices.size(1) : 0, p.main.cache.page_size,
                             p.extra ? ".x" : ""),
                 fmt::format("tuning: no tuned sparse_mla_decode instance has the shape of this call ({} heads, {} "
                             "keys, {} cache, pages of {}{}); using the default tactic",
                             p.heads(), p.main.indices.defined() ? p.main.indices.size(1) : 0,
-                            ops::kv_cache_kind_name(p.main.cache.kind), p.main.cache.page_size,
+                            formats::kv_format_name(p.main.cache.kind), p.main.cache.page_size,
                             p.extra ? ", with an extra key list" : ""));
   return kDefaultTactic;
 }

@@ -15,7 +15,6 @@
 
 namespace dsa::tune {
 
-using ops::KvCacheKind;
 
 void SparseMlaTuneConfig::validate() const {
   DSA_CHECK(heads > 0, "sparse_mla tuning: heads = {}", heads);
@@ -38,7 +37,7 @@ SparseMlaTunable::SparseMlaTunable(SparseMlaTuneConfig c) : cfg_(std::move(c)) {
 }
 
 std::string SparseMlaTunable::instance_key() const {
-  std::string k = fmt::format("{}.h{}.k{}.p{}", ops::kv_cache_kind_name(cfg_.kind), cfg_.heads, cfg_.main_keys,
+  std::string k = fmt::format("{}.h{}.k{}.p{}", formats::kv_format_name(cfg_.kind), cfg_.heads, cfg_.main_keys,
                               cfg_.main_page);
   if (cfg_.extra_keys > 0) k += fmt::format(".x{}.p{}", cfg_.extra_keys, cfg_.extra_page);
   if (!cfg_.extra_key_buckets.empty()) k += fmt::format(".xall.p{}", cfg_.extra_page);
@@ -124,7 +123,7 @@ namespace {
 
 // A cache of `bytes` (whole pages) of valid random FP8 rows: a host template of up to 64 pages,
 // tiled, then copied to `dev` (values: ops/sparse_mla/random_cache.h).
-ops::PagedKvCache make_cache(KvCacheKind kind, int page, size_t bytes, Device dev, std::mt19937_64& gen) {
+ops::PagedKvCache make_cache(formats::KvFormat kind, int page, size_t bytes, Device dev, std::mt19937_64& gen) {
   ops::PagedKvCache c;
   c.kind = kind;
   c.page_size = page;
@@ -150,8 +149,8 @@ Tensor random_indices(int64_t tokens, int64_t k, int64_t slots, Device dev, std:
   return t.to(dev);
 }
 
-size_t row_bytes(KvCacheKind k) {
-  return k == KvCacheKind::Fp8DsMla ? kv::ds_mla::kTokenBytes : kv::model1::kLogicalBytes;
+size_t row_bytes(formats::KvFormat k) {
+  return k == formats::KvFormat::DsMla ? kv::ds_mla::kTokenBytes : kv::model1::kLogicalBytes;
 }
 
 }  // namespace
@@ -234,14 +233,14 @@ std::vector<std::unique_ptr<TunableOp>> make_sparse_mla_tunables(const PlanModel
     c.sink = a.sink;
     switch (a.kind) {
       case attn::LayerKind::MlaSparse:  // GLM-5.x: top-k over the latent cache, pages of 64
-        c.kind = KvCacheKind::Fp8DsMla;
+        c.kind = formats::KvFormat::DsMla;
         c.main_keys = a.topk;
         c.main_page = 64;
         break;
       case attn::LayerKind::Sliding:  // V4: the window only (SWA pages of 256 = the V4 block size)
       case attn::LayerKind::Csa:      // + top-k compressed entries (256/4 per page)
       case attn::LayerKind::Hca:      // + every compressed entry (256/128 per page)
-        c.kind = KvCacheKind::Fp8Model1;
+        c.kind = formats::KvFormat::Model1;
         c.main_keys = a.window;
         c.main_page = 256;
         if (a.kind == attn::LayerKind::Csa) {

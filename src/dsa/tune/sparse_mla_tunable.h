@@ -23,7 +23,7 @@
 namespace dsa::tune {
 
 struct SparseMlaTuneConfig {
-  ops::KvCacheKind kind = ops::KvCacheKind::Fp8DsMla;
+  formats::KvFormat kind = formats::KvFormat::DsMla;
   int heads = 64;
   int main_keys = 2048;  // GLM: top-k; V4: the sliding window
   int main_page = 64;

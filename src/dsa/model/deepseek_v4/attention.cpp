@@ -103,10 +103,10 @@ Tensor attention_forward(const LayerWeights& w, int layer, const Step& s, const 
   // sparse attention with the sink, through the layer type's selected backend
   ops::SparseMlaParams p;
   p.q = qp;
-  p.main = {{ops::KvCacheKind::Fp8Model1, swa.page_size, swa.data}, swa_indices(layer, s), Tensor()};
+  p.main = {{formats::KvFormat::Model1, swa.page_size, swa.data}, swa_indices(layer, s), Tensor()};
   if (extra_idx.defined()) {
     const kv::KvPool& cp = s.pool(layer, CacheRole::Compressed);
-    p.extra = ops::SparseKeyList{{ops::KvCacheKind::Fp8Model1, cp.page_size, cp.data}, extra_idx, Tensor()};
+    p.extra = ops::SparseKeyList{{formats::KvFormat::Model1, cp.page_size, cp.data}, extra_idx, Tensor()};
   }
   p.sink = s.attn->sink.at(layer);
   p.softmax_scale = c.softmax_scale();

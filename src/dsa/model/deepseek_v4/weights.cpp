@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "dsa/core/error.h"
+#include "dsa/model/common/expert_stack.h"
 #include "dsa/model/common/shard_slices.h"
 #include "dsa/ops/tensor/tensor_ops.h"
 
@@ -79,13 +80,6 @@ std::pair<Tensor, Tensor> cut_expert(const Tensor& weight, const Tensor& scale, 
           o.scale.defined() ? o.scale.reshape({o.scale.size(1), o.scale.size(2)}) : Tensor()};
 }
 
-// Concatenates a and b (same dtype, shapes [N_a][...] and [N_b][...]) along dim 0 into out
-// starting at row `row` of out's leading index `e` (out: [E][N_a+N_b][...]).
-void copy_rows(const Tensor& src, const Tensor& out, int64_t e, int64_t row) {
-  Tensor dst = out.select(0, e).slice(0, row, row + src.size(0));
-  dst.copy_from(src);
-}
-
 // Dummy loads (dummy_weights.h) allocate the experts already stacked on the device, under
 // `key` + "w13" / "w2" (".weight", ".scale"), with every expert's tensors views into them: the
 // stack is taken as it is (copying it would hold the experts twice). Empty when not stacked.
@@ -116,6 +110,18 @@ ops::ExpertWeights expert_range(ops::ExpertWeights s, Range r) {
   return s;
 }
 
+// Part i of expert e as stack_expert_parts reads it: `names[i]` ("w1." / "w3.", or "w2.") under
+// expert e's prefix, cut to the rank's `inter` slice, its scale as the expert GEMM reads it.
+ExpertPart checkpoint_parts(const LoadedWeights& w, const std::vector<std::string>& prefixes, ops::WeightFormat fmt,
+                            const Cut& inter, std::vector<std::string> names) {
+  return [&w, &prefixes, fmt, &inter, names = std::move(names)](int64_t e, int i) -> std::pair<Tensor, Tensor> {
+    const bool scaled = fmt != ops::WeightFormat::BF16;
+    const std::string n = prefixes[static_cast<size_t>(e)] + names[static_cast<size_t>(i)];
+    auto [wt, sc] = cut_expert(w.get(n + "weight"), scaled ? w.get(n + "scale") : Tensor(), fmt, inter, n + "weight");
+    return {wt, scaled ? expert_scale(sc, fmt) : Tensor()};
+  };
+}
+
 // Gate/up weights of experts [first, first+count) concatenated as [count][2I][...]: w1 rows then
 // w3 rows, for the weight and for the scale (MXFP4: per-row scales; FP8: 128-row blocks, so I must
 // be a multiple of 128; BF16: no scale), copied once from the (memory-mapped) checkpoint into `dev`.
@@ -128,39 +134,8 @@ ops::ExpertWeights stack_w13(const LoadedWeights& w, const std::vector<std::stri
     const int64_t I = s->n() / 2;  // the whole stack, filled in place (dummy loads): cut it
     return expert_rows(*s, {inter.range, {I + inter.range.begin, I + inter.range.end}}, key + "w13");
   }
-  ops::ExpertWeights out;
-  out.format = fmt;
-  const bool scaled = fmt != ops::WeightFormat::BF16;
-  // The rank's part of expert p's w1 or w3 (weight, scale as the checkpoint stores it).
-  auto cut_of = [&](const std::string& p, const char* which) {
-    const std::string n = p + which;
-    return cut_expert(w.get(n + "weight"), scaled ? w.get(n + "scale") : Tensor(), fmt, inter, n + "weight");
-  };
-  const Tensor w1 = cut_of(prefixes[0], "w1.").first;
-  if (fmt == ops::WeightFormat::FP8Block)
-    DSA_CHECK(w1.size(0) % 128 == 0, "deepseek_v4: {}w1 has {} rows; FP8 gate/up stacking needs a multiple of 128",
-              prefixes[0], w1.size(0));
-  const auto E = static_cast<int64_t>(prefixes.size());
-  out.weight = Tensor::empty({E, 2 * w1.size(0), w1.size(1)}, w1.dtype(), dev);
-  if (scaled) {
-    const Tensor s1 = expert_scale(cut_of(prefixes[0], "w1.").second, fmt);
-    out.scale = Tensor::empty({E, 2 * s1.size(0), s1.size(1)}, s1.dtype(), dev);
-  }
-  for (int64_t e = 0; e < E; ++e) {
-    const std::string& p = prefixes[e];
-    for (const char* part : {"w1.", "w3."})
-      DSA_CHECK(w.get(p + part + std::string("weight")).dtype() == w1.dtype(),
-                "deepseek_v4: {}{}weight is {}, {}w1.weight {}: one expert stack needs one format", p, part,
-                dtype_name(w.get(p + part + std::string("weight")).dtype()), prefixes[0], dtype_name(w1.dtype()));
-    const auto [w1e, s1e] = cut_of(p, "w1.");
-    const auto [w3e, s3e] = cut_of(p, "w3.");
-    copy_rows(w1e, out.weight, e, 0);
-    copy_rows(w3e, out.weight, e, w1.size(0));
-    if (!scaled) continue;
-    copy_rows(expert_scale(s1e, fmt), out.scale, e, 0);
-    copy_rows(expert_scale(s3e, fmt), out.scale, e, out.scale.size(1) / 2);
-  }
-  return out;
+  return stack_expert_parts(static_cast<int64_t>(prefixes.size()), 2, fmt,
+                            checkpoint_parts(w, prefixes, fmt, inter, {"w1.", "w3."}), dev, "deepseek_v4: " + key + "w13");
 }
 
 // `inter`: the rank's columns of w2 (the same slice as stack_w13's rows).
@@ -170,29 +145,8 @@ ops::ExpertWeights stack_w2(const LoadedWeights& w, const std::vector<std::strin
     s = expert_range(*s, experts);
     return inter.dim == Cut::All ? *s : expert_cols(*s, {inter.range}, key + "w2");
   }
-  ops::ExpertWeights out;
-  out.format = fmt;
-  const bool scaled = fmt != ops::WeightFormat::BF16;
-  auto cut_of = [&](const std::string& p) {
-    const std::string n = p + "w2.";
-    return cut_expert(w.get(n + "weight"), scaled ? w.get(n + "scale") : Tensor(), fmt, inter, n + "weight");
-  };
-  const Tensor w2 = cut_of(prefixes[0]).first;
-  const auto E = static_cast<int64_t>(prefixes.size());
-  out.weight = Tensor::empty({E, w2.size(0), w2.size(1)}, w2.dtype(), dev);
-  if (scaled) {
-    const Tensor s2 = expert_scale(cut_of(prefixes[0]).second, fmt);
-    out.scale = Tensor::empty({E, s2.size(0), s2.size(1)}, s2.dtype(), dev);
-  }
-  for (int64_t e = 0; e < E; ++e) {
-    DSA_CHECK(w.get(prefixes[e] + "w2.weight").dtype() == w2.dtype(),
-              "deepseek_v4: {}w2.weight is {}, {}w2.weight {}: one expert stack needs one format", prefixes[e],
-              dtype_name(w.get(prefixes[e] + "w2.weight").dtype()), prefixes[0], dtype_name(w2.dtype()));
-    const auto [w2e, s2e] = cut_of(prefixes[e]);
-    copy_rows(w2e, out.weight, e, 0);
-    if (scaled) copy_rows(expert_scale(s2e, fmt), out.scale, e, 0);
-  }
-  return out;
+  return stack_expert_parts(static_cast<int64_t>(prefixes.size()), 1, fmt,
+                            checkpoint_parts(w, prefixes, fmt, inter, {"w2."}), dev, "deepseek_v4: " + key + "w2");
 }
 
 ops::WeightFormat expert_format(const LoadedWeights& w, const std::string& name) {

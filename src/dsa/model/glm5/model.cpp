@@ -12,7 +12,7 @@
 #include "dsa/model/common/head_padding.h"
 #include "dsa/model/dummy_weights.h"
 #include "dsa/model/glm5/sharding.h"
-#include "dsa/model/weights/from_model_config.h"
+#include "dsa/model/schema/from_model_config.h"
 #include "dsa/ops/linear/linear.h"
 #include "dsa/ops/norm/norm.h"
 #include "dsa/ops/tensor/tensor_ops.h"
@@ -119,7 +119,7 @@ Model::Model(const std::string& dir, Device device, const Options& opt) : device
   lo.progress = false;
   LoadedWeights lw;
   if (opt.weights.dummy()) {
-    dims_ = weights::glm5_dims(cfg_);
+    dims_ = schema::glm5_dims(cfg_);
     lw = dummy_model_weights(cfg_, Device::cpu(), opt.weights.seed, opt.load_mtp);
   } else {
     lw = load_glm5(dir, lo, &dims_);
@@ -220,7 +220,7 @@ void Model::layer_forward(const LayerWeights& L, int l, const Tensor& x, const T
   const ops::NormParams rms{static_cast<float>(cfg_.rms_norm_eps)};
   ops::rms_norm(x, L.input_norm, h, rms);
   ops::PagedKvCache cache;
-  cache.kind = ops::KvCacheKind::Fp8DsMla;
+  cache.kind = formats::KvFormat::DsMla;
   const kv::KvPool& pool = step.in->pool(l, attn::CacheRole::Latent);
   cache.page_size = pool.page_size;
   cache.data = pool.data;

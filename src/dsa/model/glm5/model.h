@@ -51,7 +51,7 @@ class Model final : public CausalLM {
  private:
   ModelConfig cfg_;
   Device device_;
-  weights::Glm5Dims dims_;
+  schema::Glm5Dims dims_;
   Weights w_;
   size_t weight_bytes_ = 0;
   AttentionConfig attn_cfg_;

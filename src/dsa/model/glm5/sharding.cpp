@@ -21,13 +21,13 @@ void shard_swiglu(ops::ExpertWeights& w13, ops::ExpertWeights& w2, int rank, int
 
 }  // namespace
 
-int64_t tp_local_heads(const weights::Glm5Dims& d, int size) {
+int64_t tp_local_heads(const schema::Glm5Dims& d, int size) {
   DSA_CHECK(size >= 1, "tensor parallel size {} must be at least 1", size);
   DSA_CHECK(d.heads % size == 0, "tensor parallel size {} does not divide num_attention_heads ({})", size, d.heads);
   return d.heads / size;
 }
 
-void shard_weights(Weights& w, const weights::Glm5Dims& d, int rank, int size, bool ep) {
+void shard_weights(Weights& w, const schema::Glm5Dims& d, int rank, int size, bool ep) {
   if (size == 1) return;
   const Range h = rank_range(d.heads, rank, size, "num_attention_heads");
   const int64_t qd = d.qk_nope + d.qk_rope;

@@ -12,18 +12,18 @@
 #include <cstdint>
 
 #include "dsa/model/glm5/weights.h"
-#include "dsa/model/weights/glm5.h"
+#include "dsa/model/glm5/schema.h"
 
 namespace dsa::model::glm5 {
 
 // The attention heads of each rank; throws naming the head count unless size divides it.
-int64_t tp_local_heads(const weights::Glm5Dims& d, int size);
+int64_t tp_local_heads(const schema::Glm5Dims& d, int size);
 
 // Replaces the split weights of `w` (the full model) by rank's shard; the replicated ones stay.
 // Throws dsa::Error naming the weight when `size` does not divide a split dim, or when a rank's
 // intermediate slice is not a multiple of 128 (the down GEMM's K, and the FP8 scale blocks).
 // `ep` (expert parallelism): the routed experts are split by expert instead (the rank keeps
 // experts [r E/size, (r+1) E/size) whole; LayerWeights::expert_base); size must divide their count.
-void shard_weights(Weights& w, const weights::Glm5Dims& d, int rank, int size, bool ep = false);
+void shard_weights(Weights& w, const schema::Glm5Dims& d, int rank, int size, bool ep = false);
 
 }  // namespace dsa::model::glm5

@@ -7,6 +7,7 @@
 #include "dsa/core/dtype_conv.h"
 #include "dsa/core/error.h"
 #include "dsa/formats/fp8_block.h"
+#include "dsa/model/common/expert_stack.h"
 #include "dsa/ops/tensor/tensor_ops.h"
 
 namespace dsa::model::glm5 {
@@ -42,73 +43,28 @@ Tensor dequant_f32(const Linear& l) {
 }
 
 // Stacks per-expert linears into the grouped-GEMM layout ([E][N][K], expert e's linears
-// concatenated along N: gate then up). FP8 checkpoints keep their e4m3 bytes and block scales
-// (each part's rows must fill whole 128-row scale blocks so that the concatenated scale grid
-// lines up); BF16 checkpoints keep their bf16 values (WeightFormat::BF16, no quantization).
-// Every linear of one stack must have the format of the first.
-ops::ExpertWeights stack_bf16(const std::vector<std::vector<const Linear*>>& experts, const std::string& what,
-                              Device dev) {
-  const Linear& first = *experts.at(0).at(0);
-  int64_t N = 0;
-  for (const Linear* l : experts[0]) N += l->out_features();
-  const int64_t E = static_cast<int64_t>(experts.size()), K = first.in_features();
-  ops::ExpertWeights w;
-  w.format = ops::WeightFormat::BF16;
-  w.weight = Tensor::empty({E, N, K}, DType::BF16, dev);
-  for (int64_t e = 0; e < E; ++e) {
-    int64_t n = 0;
-    for (const Linear* l : experts[e]) {
-      DSA_CHECK(!l->fp8() && l->in_features() == K && n + l->out_features() <= N,
-                "glm5: {}: expert {} mixes FP8 and BF16 weights or widths", what, e);
-      w.weight.select(0, e).slice(0, n, n + l->out_features()).copy_from(l->weight);
-      n += l->out_features();
-    }
-    DSA_CHECK(n == N, "glm5: {}: expert {} has {} output rows, expert 0 has {}", what, e, n, N);
-  }
-  return w;
-}
-
-// Stacks straight into tensors on `dev`: each part is copied once from the (memory-mapped)
-// checkpoint into its slice of the stack, with no host-side intermediate.
+// concatenated along N: gate then up; model/common/expert_stack.h). FP8 checkpoints keep their
+// e4m3 bytes and block scales, BF16 checkpoints their bf16 values (WeightFormat::BF16); every
+// linear of one stack must have the format of the first.
 ops::ExpertWeights stack_experts(const std::vector<std::vector<const Linear*>>& experts, const std::string& what,
                                  Device dev) {
-  const Linear& first = *experts.at(0).at(0);
-  if (!first.fp8()) return stack_bf16(experts, what, dev);
-  int64_t N = 0;
-  for (const Linear* l : experts[0]) {
-    DSA_CHECK(l->fp8() && l->in_features() == first.in_features(), "glm5: {}: mixes FP8 and BF16 weights or widths",
-              what);
-    DSA_CHECK(experts[0].size() == 1 || l->out_features() % 128 == 0,
-              "glm5: {}: width {} is not a multiple of 128, so gate/up cannot share one scale grid", what,
-              l->out_features());
-    N += l->out_features();
-  }
-  const int64_t E = static_cast<int64_t>(experts.size()), K = first.in_features();
-  const Shape sgrid = formats::fp8_block_scale_shape(N, K);
-  ops::ExpertWeights w;
-  w.format = ops::WeightFormat::FP8Block;
-  w.weight = Tensor::empty({E, N, K}, DType::E4M3, dev);
-  w.scale = Tensor::empty({E, sgrid[0], sgrid[1]}, first.scale.dtype(), dev);
-  for (int64_t e = 0; e < E; ++e) {
-    int64_t n = 0, sn = 0;
-    for (const Linear* l : experts[e]) {
-      const Tensor& lw = l->weight;
-      const Tensor& ls = l->scale;
-      DSA_CHECK(l->fp8() && l->in_features() == K && n + l->out_features() <= N && sn + ls.size(0) <= sgrid[0] && ls.size(1) == sgrid[1],
-                "glm5: {}: expert {} mixes FP8 and BF16 weights, widths or scale grids", what, e);
-      w.weight.select(0, e).slice(0, n, n + lw.size(0)).copy_from(lw);
-      w.scale.select(0, e).slice(0, sn, sn + ls.size(0)).copy_from(ls);
-      n += lw.size(0);
-      sn += ls.size(0);
-    }
-    DSA_CHECK(n == N, "glm5: {}: expert {} has {} output rows, expert 0 has {}", what, e, n, N);
-  }
-  return w;
+  const ops::WeightFormat fmt = experts.at(0).at(0)->fp8() ? ops::WeightFormat::FP8Block : ops::WeightFormat::BF16;
+  auto part = [&](int64_t e, int i) -> std::pair<Tensor, Tensor> {
+    const Linear& l = *experts.at(static_cast<size_t>(e)).at(static_cast<size_t>(i));
+    DSA_CHECK(l.fp8() == (fmt == ops::WeightFormat::FP8Block), "glm5: {}: expert {} mixes FP8 and BF16 weights", what,
+              e);
+    return {l.weight, l.scale};
+  };
+  for (const auto& ex : experts)
+    DSA_CHECK(ex.size() == experts[0].size(), "glm5: {}: experts with {} and {} projections", what, ex.size(),
+              experts[0].size());
+  return stack_expert_parts(static_cast<int64_t>(experts.size()), static_cast<int>(experts[0].size()), fmt, part, dev,
+                            "glm5: " + what);
 }
 
 }  // namespace
 
-Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Device dev, std::optional<DType> absorbed,
+Weights build_weights(const LoadedWeights& lw, const schema::Glm5Dims& d, Device dev, std::optional<DType> absorbed,
                       bool mtp) {
   const DType absorbed_dtype = absorbed.value_or(dev.is_cuda() ? DType::BF16 : DType::F32);
   DSA_CHECK(absorbed_dtype == DType::F32 || absorbed_dtype == DType::BF16,

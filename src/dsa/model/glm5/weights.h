@@ -1,5 +1,5 @@
 // GLM-5 / GLM-5.1 weights as the forward uses them, built once from the validated checkpoint
-// tensors (checkpoint_load.h, names of weights/glm5.h) and placed on the model's device.
+// tensors (checkpoint_load.h, names of glm5/schema.h) and placed on the model's device.
 //
 // What is reshaped at load (and why):
 //  - kv_b_proj [H*(192+256)][512] is split per head into the two absorbed matrices (docs/model-reference.md
@@ -70,7 +70,7 @@ struct Weights {
 // `device` (with `mtp`, the MTP layers too). FP8 and BF16 checkpoints both load; a stack mixing
 // the two formats (e.g. an expert whose gate is FP8 and up BF16) throws dsa::Error naming the
 // tensors. `absorbed`: dtype of w_uk / w_uv (f32 or bf16); unset = f32 on the CPU, bf16 on CUDA.
-Weights build_weights(const LoadedWeights& lw, const weights::Glm5Dims& d, Device device,
+Weights build_weights(const LoadedWeights& lw, const schema::Glm5Dims& d, Device device,
                       std::optional<DType> absorbed = std::nullopt, bool mtp = false);
 
 }  // namespace dsa::model::glm5

@@ -309,7 +309,7 @@ void mhc_post_pre_norm(const Tensor& f, const Tensor& X, const Tensor& post, con
   if (X.device().is_cuda() && s.hc == 4 && s.d <= cuda::kMhcNormMaxD) {
     cuda_launch::set_device(X.device().index);
     cuda::MhcPreArgs a = pre_args(X, fn, base, scale, p, mix, y, &post_out, &comb_out, s, norm_weight, &np, yn);
-    a.splits = cuda::mhc_post_mix_splits(s.T, s.d);
+    a.splits = cuda::mhc_post_mix_splits(s.d);
     Tensor part = Tensor::empty({s.T * (s.n_mix + 1) * a.splits}, DType::F32, X.device());
     a.part = part.data<float>();
     const cuda::MhcPostIn in{f.raw(), f.dtype(), post.data<float>(), comb.data<float>(), X.raw()};

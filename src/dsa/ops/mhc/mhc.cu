@@ -376,8 +376,7 @@ void mhc_pre(const MhcPreArgs& a) {
   launch_collapse(a);
 }
 
-int mhc_post_mix_splits(int64_t tokens, int64_t d) {
-  (void)tokens;  // one column per thread and pass at any T: T x S CTAs
+int mhc_post_mix_splits(int64_t d) {
   const int64_t slices = (d + kPostMixThreads - 1) / kPostMixThreads;
   const int64_t passes = (slices + kPostMixMaxSlices - 1) / kPostMixMaxSlices;
   return static_cast<int>((d + passes * kPostMixThreads - 1) / (passes * kPostMixThreads));
@@ -385,7 +384,7 @@ int mhc_post_mix_splits(int64_t tokens, int64_t d) {
 
 void mhc_post_pre(const MhcPostIn& in, const MhcPreArgs& a) {
   if (a.tokens == 0) return;
-  if (a.hc != 4 || a.head || in.X != a.X || a.splits != mhc_post_mix_splits(a.tokens, a.d))
+  if (a.hc != 4 || a.head || in.X != a.X || a.splits != mhc_post_mix_splits(a.d))
     cuda_launch::launch_error("mhc_post_pre: needs hc = 4, a sub-layer pre over the post's X and mhc_post_mix_splits");
   check_grid(a.tokens, a.splits, "mhc_post_pre: grid exceeds the launch limits");
   const int64_t cols = (a.d + a.splits - 1) / a.splits;

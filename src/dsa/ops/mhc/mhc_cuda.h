@@ -59,8 +59,9 @@ struct MhcPostIn {
   void* X;            // == MhcPreArgs::X
 };
 
-// Split count of the fused post + mix kernel for T tokens of hidden size d.
-int mhc_post_mix_splits(int64_t tokens, int64_t d);
+// Slices of the fused post + mix kernel for hidden size d (the same at every T: one column per
+// thread and pass, T x slices CTAs).
+int mhc_post_mix_splits(int64_t d);
 
 void mhc_pre(const MhcPreArgs& a);
 void mhc_post(const MhcPostArgs& a);

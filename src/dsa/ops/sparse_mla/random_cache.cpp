@@ -8,7 +8,7 @@
 
 namespace dsa::ops {
 
-void fill_random_kv_pages(KvCacheKind kind, int page, uint8_t* h, int64_t num_pages, RandomKvScales scales,
+void fill_random_kv_pages(formats::KvFormat kind, int page, uint8_t* h, int64_t num_pages, RandomKvScales scales,
                           std::mt19937_64& gen, float* truth) {
   // A fresh distribution per draw (no cached second normal), so that every draw's place in the
   // stream depends only on the draws before it: the tests' seeded problems stay as they were.
@@ -29,7 +29,7 @@ void fill_random_kv_pages(KvCacheKind kind, int page, uint8_t* h, int64_t num_pa
   const int D = kv_cache_d_qk(kind);
   for (int64_t s = 0; s < num_pages * page; ++s) {
     float* tr = truth ? truth + s * D : nullptr;
-    if (kind == KvCacheKind::Fp8DsMla) {
+    if (kind == formats::KvFormat::DsMla) {
       uint8_t* tok = h + kv::ds_mla::token_offset(s);
       for (int g = 0; g < kv::ds_mla::kGroups; ++g) {
         const float scale = scales == RandomKvScales::Fixed  ? 1.f / 16

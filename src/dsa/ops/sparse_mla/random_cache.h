@@ -20,7 +20,7 @@ enum class RandomKvScales {
 // `page_size` tokens per page); bytes outside the slots (MODEL1's page tail) are left as they
 // are. `truth` (optional): [num_pages * page_size][kv_cache_d_qk(kind)], each slot's exact
 // dequantized row. The draws depend only on the arguments, so a seed replays the same cache.
-void fill_random_kv_pages(KvCacheKind kind, int page_size, uint8_t* pages, int64_t num_pages, RandomKvScales scales,
+void fill_random_kv_pages(formats::KvFormat kind, int page_size, uint8_t* pages, int64_t num_pages, RandomKvScales scales,
                           std::mt19937_64& gen, float* truth = nullptr);
 
 }  // namespace dsa::ops

@@ -17,7 +17,7 @@ namespace {
 // Dequantizes the d_qk values of one cache slot into `out` (float, exact per the format).
 void dequant_row(const PagedKvCache& c, int64_t slot, float* out) {
   const uint8_t* base = c.data.data<uint8_t>();
-  if (c.kind == KvCacheKind::Fp8DsMla) {
+  if (c.kind == formats::KvFormat::DsMla) {
     const uint8_t* tok = base + kv::ds_mla::token_offset(slot);
     for (int g = 0; g < kv::ds_mla::kGroups; ++g) {
       float scale;

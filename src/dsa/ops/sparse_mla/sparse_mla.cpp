@@ -17,14 +17,12 @@
 
 namespace dsa::ops {
 
-std::string_view kv_cache_kind_name(KvCacheKind k) {
-  return k == KvCacheKind::Fp8DsMla ? "fp8_ds_mla" : "fp8_model1";
+int kv_cache_d_qk(formats::KvFormat k) {
+  DSA_CHECK(k != formats::KvFormat::Indexer, "sparse_mla: an indexer key cache is not an attention cache");
+  return k == formats::KvFormat::DsMla ? kv::ds_mla::kDim : kv::model1::kDim;
 }
-int kv_cache_d_qk(KvCacheKind k) { return k == KvCacheKind::Fp8DsMla ? kv::ds_mla::kDim : kv::model1::kDim; }
 
-size_t PagedKvCache::page_bytes() const {
-  return kind == KvCacheKind::Fp8DsMla ? kv::ds_mla::page_bytes(page_size) : kv::model1::page_bytes(page_size);
-}
+size_t PagedKvCache::page_bytes() const { return formats::kv_page_bytes(kind, page_size); }
 int64_t PagedKvCache::num_pages() const {
   if (!data.defined() || page_size <= 0) return 0;
   return static_cast<int64_t>(data.nbytes() / page_bytes());
@@ -37,13 +35,16 @@ namespace {
 void validate_list(const SparseKeyList& l, const char* which, const SparseMlaParams& p) {
   const int64_t T = p.tokens();
   const auto& c = l.cache;
+  DSA_CHECK(c.kind == formats::KvFormat::DsMla || c.kind == formats::KvFormat::Model1,
+            "sparse_mla: {}.cache is an {} cache, not an attention cache (fp8_ds_mla or fp8_model1)", which,
+            formats::kv_format_name(c.kind));
   DSA_CHECK(c.page_size >= 1 && c.page_size <= 256 && (c.page_size & (c.page_size - 1)) == 0,
             "sparse_mla: {}.cache.page_size = {} (must be a power of two in [1, 256])", which, c.page_size);
   DSA_CHECK(c.data.defined(), "sparse_mla: {}.cache.data is missing", which);
   DSA_CHECK(c.data.dtype() == DType::U8 && c.data.dim() == 1 && c.data.is_contiguous(),
             "sparse_mla: {}.cache.data must be a contiguous 1-D u8 byte buffer, got {}", which, c.data.str());
   DSA_CHECK(c.num_pages() >= 1, "sparse_mla: {}.cache.data holds {} bytes, less than one {} page of {} bytes",
-            which, c.data.nbytes(), kv_cache_kind_name(c.kind), c.page_bytes());
+            which, c.data.nbytes(), formats::kv_format_name(c.kind), c.page_bytes());
   DSA_CHECK(c.num_slots() <= std::numeric_limits<int32_t>::max(),
             "sparse_mla: {}.cache has {} slots (at most 2^31-1 supported)", which, c.num_slots());
   DSA_CHECK(reinterpret_cast<uintptr_t>(c.data.raw()) % 16 == 0,
@@ -78,11 +79,11 @@ void SparseMlaParams::validate() const {
   DSA_CHECK(H == 16 || H == 32 || H == 64 || H == 128,
             "sparse_mla: q has H = {} heads; supported head counts are 16, 32, 64, 128 (pad to one of them)", H);
   DSA_CHECK(q.size(2) == d_qk(), "sparse_mla: q has d_qk = {} but a {} cache needs d_qk = {}", q.size(2),
-            kv_cache_kind_name(main.cache.kind), d_qk());
+            formats::kv_format_name(main.cache.kind), d_qk());
   validate_list(main, "main", *this);
   if (extra) {
     DSA_CHECK(extra->cache.kind == main.cache.kind, "sparse_mla: extra.cache.kind = {} differs from main.cache.kind = {}",
-              kv_cache_kind_name(extra->cache.kind), kv_cache_kind_name(main.cache.kind));
+              formats::kv_format_name(extra->cache.kind), formats::kv_format_name(main.cache.kind));
     validate_list(*extra, "extra", *this);
   }
   if (sink.defined()) {

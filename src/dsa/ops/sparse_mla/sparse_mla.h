@@ -26,19 +26,18 @@
 #include <vector>
 
 #include "dsa/core/tensor.h"
+#include "dsa/formats/kv_cache_ops.h"
 
 namespace dsa::ops {
 
-enum class KvCacheKind : uint8_t {
-  Fp8DsMla,   // 656 B per token, tokens back to back (kv_layout.h ds_mla)
-  Fp8Model1,  // pages of [P x 576 B data][P x 8 B scales] (kv_layout.h model1)
-};
-std::string_view kv_cache_kind_name(KvCacheKind k);  // "fp8_ds_mla" / "fp8_model1"
-int kv_cache_d_qk(KvCacheKind k);                     // 576 / 512
+// The caches attention reads are of the formats::KvFormat layouts DsMla (656 B per token,
+// tokens back to back) and Model1 (pages of [P x 576 B data][P x 8 B scales]); Indexer key pages
+// are not an attention cache (validate() refuses them).
+int kv_cache_d_qk(formats::KvFormat k);  // 576 / 512
 
 // One paged cache: a byte buffer holding num_pages() whole pages.
 struct PagedKvCache {
-  KvCacheKind kind = KvCacheKind::Fp8DsMla;
+  formats::KvFormat kind = formats::KvFormat::DsMla;
   int page_size = 64;  // tokens per page: a power of two in [1, 256]
   Tensor data;         // u8 [bytes], contiguous, 16-byte aligned; trailing partial page ignored
   size_t page_bytes() const;

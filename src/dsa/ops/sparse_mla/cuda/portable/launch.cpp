@@ -106,7 +106,7 @@ void launch(const SparseMlaParams& p, const SparseMlaTactic& t) {
     a.o_part = reinterpret_cast<float*>(base);
     a.lse_part = reinterpret_cast<float*>(base + o_bytes);
   }
-  if (p.main.cache.kind == KvCacheKind::Fp8DsMla)
+  if (p.main.cache.kind == formats::KvFormat::DsMla)
     launch_decode_ds_mla(a, t.heads_per_cta, p.stream);
   else
     launch_decode_model1(a, t.heads_per_cta, p.stream);

@@ -1,4 +1,4 @@
-#include "dsa/model/weights/deepseek_v4.h"
+#include "dsa/model/deepseek_v4/schema.h"
 
 #include <regex>
 #include <utility>
@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include "dsa/core/error.h"
 
-namespace dsa::weights {
+namespace dsa::schema {
 
 void DeepseekV4Dims::validate() const {
   auto pos = [](const char* f, int64_t v) { DSA_CHECK(v > 0, "DeepSeek-V4 config: {} must be > 0, got {}", f, v); };
@@ -270,4 +270,4 @@ std::optional<std::string> deepseek_v4_hf_name(const std::string& official_name)
   return "model." + apply(forward_rules(), official_name);
 }
 
-}  // namespace dsa::weights
+}  // namespace dsa::schema

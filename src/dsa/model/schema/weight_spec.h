@@ -14,7 +14,7 @@ namespace dsa {
 class Checkpoint;
 }
 
-namespace dsa::weights {
+namespace dsa::schema {
 
 // Storage forms of a linear layer [out][in] (add_linear lists the tensors of each):
 //  Bf16:        weight BF16
@@ -81,4 +81,4 @@ ValidationReport validate(const Checkpoint& ckpt, const std::vector<WeightSpec>&
 // "BF16 or F32" (+ " (any of F32, BF16, F16)"): the dtypes a spec accepts, for messages.
 std::string accepted_dtypes_str(const WeightSpec& s);
 
-}  // namespace dsa::weights
+}  // namespace dsa::schema

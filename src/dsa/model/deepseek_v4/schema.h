@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "dsa/model/weights/weight_spec.h"
+#include "dsa/model/schema/weight_spec.h"
 
-namespace dsa::weights {
+namespace dsa::schema {
 
 // The config numbers the tensor shapes depend on (official config.json names in comments), taken
 // from a parsed model::ModelConfig (from_model_config.h: config.json has one reader).
@@ -50,4 +50,4 @@ std::optional<std::string> deepseek_v4_official_name(const std::string& hf_name)
 // The reverse: transformers name of an official name (experts excluded, as above).
 std::optional<std::string> deepseek_v4_hf_name(const std::string& official_name);
 
-}  // namespace dsa::weights
+}  // namespace dsa::schema

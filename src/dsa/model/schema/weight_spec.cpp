@@ -1,4 +1,4 @@
-#include "dsa/model/weights/weight_spec.h"
+#include "dsa/model/schema/weight_spec.h"
 
 #include <algorithm>
 #include <set>
@@ -8,7 +8,7 @@
 #include "dsa/core/error.h"
 #include "dsa/model/checkpoint.h"
 
-namespace dsa::weights {
+namespace dsa::schema {
 
 bool WeightSpec::reads(DType t) const {
   return t == dtype || std::find(also.begin(), also.end(), t) != also.end();
@@ -102,4 +102,4 @@ void ValidationReport::throw_if_invalid(const std::string& what) const {
   if (!ok()) fail("checkpoint {} does not match the model:\n{}", what, summary());
 }
 
-}  // namespace dsa::weights
+}  // namespace dsa::schema

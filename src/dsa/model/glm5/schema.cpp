@@ -1,10 +1,10 @@
-#include "dsa/model/weights/glm5.h"
+#include "dsa/model/glm5/schema.h"
 
 #include <fmt/format.h>
 
 #include "dsa/core/error.h"
 
-namespace dsa::weights {
+namespace dsa::schema {
 
 void Glm5Dims::validate() const {
   auto pos = [](const char* f, int64_t v) { DSA_CHECK(v > 0, "GLM-5 config: {} must be > 0, got {}", f, v); };
@@ -43,7 +43,7 @@ std::vector<WeightSpec> glm5_weight_specs(const Glm5Dims& d) {
   // load where transformers' FP8 quantizer stored it quantized).
   auto add_linear = [&](std::vector<WeightSpec>& v, const std::string& base, int64_t out, int64_t in, LinearKind k,
                         LinearUse use = LinearUse::Any) {
-    weights::add_linear(v, base, out, in, k, {LinearKind::Fp8F32Inv, LinearKind::Bf16}, use);
+    schema::add_linear(v, base, out, in, k, {LinearKind::Fp8F32Inv, LinearKind::Bf16}, use);
   };
   // Norms and biases: BF16 as shipped, F32 read as well, F16 widened (any_float).
   auto norm = [&](const std::string& name, int64_t n) {
@@ -110,4 +110,4 @@ std::vector<WeightSpec> glm5_weight_specs(const Glm5Dims& d) {
   return s;
 }
 
-}  // namespace dsa::weights
+}  // namespace dsa::schema

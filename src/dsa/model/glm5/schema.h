@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "dsa/model/weights/weight_spec.h"
+#include "dsa/model/schema/weight_spec.h"
 
-namespace dsa::weights {
+namespace dsa::schema {
 
 // The config numbers the tensor shapes depend on, from a parsed model::ModelConfig (from_model_config.h).
 struct Glm5Dims {
@@ -38,4 +38,4 @@ struct Glm5Dims {
 
 std::vector<WeightSpec> glm5_weight_specs(const Glm5Dims& d);
 
-}  // namespace dsa::weights
+}  // namespace dsa::schema

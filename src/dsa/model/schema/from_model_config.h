@@ -2,13 +2,13 @@
 // configuration), so that a model loads its checkpoint from the same config it runs with.
 #pragma once
 #include "dsa/model/config.h"
-#include "dsa/model/weights/deepseek_v4.h"
-#include "dsa/model/weights/glm5.h"
+#include "dsa/model/deepseek_v4/schema.h"
+#include "dsa/model/glm5/schema.h"
 
-namespace dsa::weights {
+namespace dsa::schema {
 
 DeepseekV4Dims deepseek_v4_dims(const model::ModelConfig& c);  // throws unless arch is DeepseekV4
 Glm5Dims glm5_dims(const model::ModelConfig& c);               // throws unless arch is GlmMoeDsa
 std::vector<WeightSpec> weight_specs(const model::ModelConfig& c);
 
-}  // namespace dsa::weights
+}  // namespace dsa::schema

@@ -1,8 +1,8 @@
-#include "dsa/model/weights/from_model_config.h"
+#include "dsa/model/schema/from_model_config.h"
 
 #include "dsa/core/error.h"
 
-namespace dsa::weights {
+namespace dsa::schema {
 
 DeepseekV4Dims deepseek_v4_dims(const model::ModelConfig& c) {
   DSA_CHECK(c.arch == model::Arch::DeepseekV4, "{}: not a DeepSeek-V4 config (arch {})", c.name, model::arch_name(c.arch));
@@ -69,4 +69,4 @@ std::vector<WeightSpec> weight_specs(const model::ModelConfig& c) {
                                            : glm5_weight_specs(glm5_dims(c));
 }
 
-}  // namespace dsa::weights
+}  // namespace dsa::schema
