@@ -2,6 +2,8 @@
 
 #include "dsa/core/dtype_conv.h"
 #include "dsa/core/error.h"
+#include "dsa/formats/fp8_block.h"
+#include "dsa/model/common/expert_stack.h"
 #include "dsa/ops/tensor/tensor_ops.h"
 
 namespace dsa::model {
@@ -64,7 +66,7 @@ Linear make_linear(const Tensor& weight, const Tensor& scale, Device dev, const 
   Linear l;
   if (weight.dtype() == DType::E4M3) {
     DSA_CHECK(scale.defined(), "{}: an F8_E4M3 weight needs its block scales", what);
-    DSA_CHECK(scale.dim() == 2 && scale.size(0) == blocks(weight.size(0)) && scale.size(1) == blocks(weight.size(1)),
+    DSA_CHECK(scale.shape() == formats::fp8_block_scale_shape(weight.size(0), weight.size(1)),
               "{}: block scales {} do not cover weight {} in 128x128 blocks", what, scale.str(), weight.str());
     l.weight = weight.to(dev);
     l.scale = block_scales_f32(scale).to(dev);
@@ -81,7 +83,6 @@ FusedLinear FusedLinear::of(const std::vector<Linear>& parts, const std::string&
   FusedLinear f;
   const Linear& first = parts.front();
   const int64_t K = first.in_features();
-  int64_t N = 0;
   bool shareable = true;
   for (size_t i = 0; i < parts.size(); ++i) {
     const Linear& p = parts[i];
@@ -89,23 +90,22 @@ FusedLinear FusedLinear::of(const std::vector<Linear>& parts, const std::string&
     shareable = shareable && p.weight.dtype() == first.weight.dtype() && p.fp8() == first.fp8() &&
                 p.weight.device() == first.weight.device() && p.weight.is_contiguous() &&
                 (!p.fp8() || i + 1 == parts.size() || p.out_features() % 128 == 0);
-    N += p.out_features();
   }
   if (!shareable || parts.size() == 1) {
     f.parts_ = parts;
     return f;
   }
-  const Device dev = first.weight.device();
-  f.whole_.weight = Tensor::empty({N, K}, first.weight.dtype(), dev);
-  if (first.fp8()) f.whole_.scale = Tensor::empty({blocks(N), blocks(K)}, DType::F32, dev);
+  // One "expert" whose parts are the projections: the same row-after-row copy, scales alike.
+  const ops::ExpertWeights one = stack_expert_parts(
+      1, static_cast<int>(parts.size()), first.fp8() ? ops::WeightFormat::FP8Block : ops::WeightFormat::BF16,
+      [&](int64_t, int i) { return std::pair{parts[static_cast<size_t>(i)].weight, parts[static_cast<size_t>(i)].scale}; },
+      first.weight.device(), what);
+  f.whole_.weight = one.weight.select(0, 0);
+  if (first.fp8()) f.whole_.scale = one.scale.select(0, 0);
   int64_t n = 0;
   for (const Linear& p : parts) {
-    const int64_t rows = p.out_features();
-    Linear dst = f.whole_.rows(n, n + rows);
-    dst.weight.copy_from(p.weight);
-    if (p.fp8()) dst.scale.copy_from(p.scale.to(dev));
-    f.parts_.push_back(dst);
-    n += rows;
+    f.parts_.push_back(f.whole_.rows(n, n + p.out_features()));
+    n += p.out_features();
   }
   return f;
 }
