@@ -51,6 +51,12 @@ TEST(Jinja, RuntimeErrorsNameTheLine) {
   EXPECT_EQ(error_of([] { r("{{ x | no_such_filter }}", {{"x", 1}}); }), "chat template line 1: no filter named 'no_such_filter'");
   EXPECT_EQ(error_of([] { r("{{ 10 ** 30 }}"); }),
             "chat template line 1: integer result out of the 64-bit range (dsa's templates use 64-bit integers)");
+  // Integer conversions of floats that have no 64-bit integer (a fuzz finding: a cast out of range).
+  EXPECT_EQ(error_of([] { r("{{ '%x' % 141591e400 }}"); }), "chat template line 1: cannot convert float infinity to integer");
+  EXPECT_EQ(error_of([] { r("{{ '%d' % -1e400 }}"); }), "chat template line 1: cannot convert float infinity to integer");
+  EXPECT_EQ(error_of([] { r("{{ '%d' % 1e30 }}"); }),
+            "chat template line 1: %d format: 1e+30 is outside the 64-bit integer range");
+  EXPECT_EQ(r("{{ '%d' % -3.9 }}"), "-3");  // truncated toward zero, as Python
 }
 
 TEST(Jinja, RenderingIsBounded) {

@@ -174,7 +174,19 @@ std::string printf_format(const std::string& f, const Value& args) {
       out += s;
     } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
       if (!v.is_number()) raise("%{} format: a real number is required, not {}", conv, v.type_name());
-      const long long x = v.is_float() ? static_cast<long long>(v.as_float()) : v.as_int();
+      long long x = 0;
+      if (v.is_float()) {
+        // Python raises for these too (NaN, +-inf); a float beyond 64 bits would be a big int in
+        // Python, which this engine has no room for: refused rather than cast out of range.
+        const double fv = v.as_float();
+        if (std::isnan(fv)) raise("cannot convert float NaN to integer");
+        if (std::isinf(fv)) raise("cannot convert float infinity to integer");
+        if (!(fv > -9.2233720368547758e18 && fv < 9.2233720368547758e18))
+          raise("%{} format: {} is outside the 64-bit integer range", conv, fv);
+        x = static_cast<long long>(fv);
+      } else {
+        x = v.as_int();
+      }
       std::snprintf(buf, sizeof buf, (spec + "ll" + (conv == 'i' ? 'd' : conv)).c_str(), x);
       out += buf;
     } else if (conv == 'f' || conv == 'F' || conv == 'e' || conv == 'E' || conv == 'g' || conv == 'G') {
