@@ -1,5 +1,6 @@
 // fp8_ds_mla KV cache (656 B/token, kv_layout.h ds_mla): quantize + insert, gather + dequantize.
 // Byte-exact with the CPU reference in kv_cache_ops.cpp (same scalar rules from quant_math.h).
+#include "dsa/core/pdl.cuh"
 #include "dsa/formats/cuda/common.cuh"
 #include "dsa/core/cuda_launch.h"
 #include "dsa/formats/cuda/launchers.h"
@@ -19,6 +20,7 @@ constexpr int kGatherThreads = 128;
 // lane). A slot of -1 or outside [0, num_slots) skips the row: nothing outside the cache is written.
 // Alignment: token offsets are multiples of 656 = 16*41, so all stores are naturally aligned.
 __global__ void __launch_bounds__(kInsertThreads) ds_mla_insert_kernel(KvInsertArgs a) {
+  pdl::entry();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     const int64_t slot = a.slots[row];
@@ -50,6 +52,7 @@ __global__ void __launch_bounds__(kInsertThreads) ds_mla_insert_kernel(KvInsertA
 // of the 576: e4m3 * fp32 group scale for the latent, the stored bf16 for the rope. Invalid or -1
 // slots give a zero row. Output rows may be strided (out_row_stride elements apart).
 __global__ void __launch_bounds__(kGatherThreads) ds_mla_gather_kernel(KvGatherArgs a) {
+  pdl::entry();
   for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     const int64_t slot = a.slots[row];
     const bool valid = slot >= 0 && slot < a.num_slots;
@@ -72,13 +75,13 @@ __global__ void __launch_bounds__(kGatherThreads) ds_mla_gather_kernel(KvGatherA
 
 void ds_mla_insert(const KvInsertArgs& a) {
   cuda_launch::set_device(a.device);
-  ds_mla_insert_kernel<<<grid_for(a.rows, 1), kInsertThreads, 0, as_stream(a.stream)>>>(a);
+  pdl::launch(ds_mla_insert_kernel, grid_for(a.rows, 1), kInsertThreads, 0, as_stream(a.stream), a);
   cuda_launch::check_launch("ds_mla_insert_kernel");
 }
 
 void ds_mla_gather(const KvGatherArgs& a) {
   cuda_launch::set_device(a.device);
-  ds_mla_gather_kernel<<<grid_for(a.rows, 1), kGatherThreads, 0, as_stream(a.stream)>>>(a);
+  pdl::launch(ds_mla_gather_kernel, grid_for(a.rows, 1), kGatherThreads, 0, as_stream(a.stream), a);
   cuda_launch::check_launch("ds_mla_gather_kernel");
 }
 

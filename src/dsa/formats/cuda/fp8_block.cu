@@ -1,4 +1,5 @@
 // Dequantization of FP8 weights with block scales (fp8_block.h) to f32 or bf16.
+#include "dsa/core/pdl.cuh"
 #include "dsa/formats/cuda/common.cuh"
 #include "dsa/core/cuda_launch.h"
 #include "dsa/formats/cuda/launchers.h"
@@ -16,6 +17,7 @@ constexpr int kPerThread = 4;  // consecutive elements of one row per thread (fe
 // (a handful of distinct, cached values per warp). Memory-bound; used at weight-load time and by
 // reference paths, not in the hot loop of a GEMM.
 __global__ void __launch_bounds__(kThreads) fp8_block_dequant_kernel(Fp8BlockDequantArgs a) {
+  pdl::entry();
   const int64_t chunks_per_row = (a.cols + kPerThread - 1) / kPerThread;
   const int64_t n = a.rows * chunks_per_row;
   const int64_t scale_cols = (a.cols + a.block_cols - 1) / a.block_cols;
@@ -40,7 +42,7 @@ __global__ void __launch_bounds__(kThreads) fp8_block_dequant_kernel(Fp8BlockDeq
 void fp8_block_dequantize(const Fp8BlockDequantArgs& a) {
   cuda_launch::set_device(a.device);
   const int64_t chunks = a.rows * ((a.cols + kPerThread - 1) / kPerThread);
-  fp8_block_dequant_kernel<<<grid_for(chunks, kThreads), kThreads, 0, as_stream(a.stream)>>>(a);
+  pdl::launch(fp8_block_dequant_kernel, grid_for(chunks, kThreads), kThreads, 0, as_stream(a.stream), a);
   cuda_launch::check_launch("fp8_block_dequant_kernel");
 }
 

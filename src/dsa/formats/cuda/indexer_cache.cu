@@ -1,5 +1,6 @@
 // Indexer key cache (kv_layout.h indexer: per page [P x 128 B e4m3 keys][P x 4 B fp32 scales]):
 // quantize + insert, gather + dequantize. Byte-exact with the CPU reference in kv_cache_ops.cpp.
+#include "dsa/core/pdl.cuh"
 #include "dsa/formats/cuda/common.cuh"
 #include "dsa/core/cuda_launch.h"
 #include "dsa/formats/cuda/launchers.h"
@@ -18,6 +19,7 @@ constexpr int kThreads = kRowsPerBlock * 32;
 // writes its 4 e4m3 bytes as one 32-bit store (key offsets are multiples of 128 B), lane 0 the
 // scale. A slot of -1 or outside [0, num_slots) skips the row.
 __global__ void __launch_bounds__(kThreads) indexer_insert_kernel(KvInsertArgs a) {
+  pdl::entry();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + warp; row < a.rows;
        row += int64_t(gridDim.x) * kRowsPerBlock) {
@@ -42,6 +44,7 @@ __global__ void __launch_bounds__(kThreads) indexer_insert_kernel(KvInsertArgs a
 // Gather: one warp per output row (4 rows per CTA, grid-stride), 4 values per lane: e4m3 * scale.
 // Invalid or -1 slots give a zero row.
 __global__ void __launch_bounds__(kThreads) indexer_gather_kernel(KvGatherArgs a) {
+  pdl::entry();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + warp; row < a.rows;
        row += int64_t(gridDim.x) * kRowsPerBlock) {
@@ -66,13 +69,13 @@ __global__ void __launch_bounds__(kThreads) indexer_gather_kernel(KvGatherArgs a
 
 void indexer_insert(const KvInsertArgs& a) {
   cuda_launch::set_device(a.device);
-  indexer_insert_kernel<<<grid_for(a.rows, kRowsPerBlock), kThreads, 0, as_stream(a.stream)>>>(a);
+  pdl::launch(indexer_insert_kernel, grid_for(a.rows, kRowsPerBlock), kThreads, 0, as_stream(a.stream), a);
   cuda_launch::check_launch("indexer_insert_kernel");
 }
 
 void indexer_gather(const KvGatherArgs& a) {
   cuda_launch::set_device(a.device);
-  indexer_gather_kernel<<<grid_for(a.rows, kRowsPerBlock), kThreads, 0, as_stream(a.stream)>>>(a);
+  pdl::launch(indexer_gather_kernel, grid_for(a.rows, kRowsPerBlock), kThreads, 0, as_stream(a.stream), a);
   cuda_launch::check_launch("indexer_gather_kernel");
 }
 

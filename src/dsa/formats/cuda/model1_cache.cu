@@ -1,6 +1,7 @@
 // DeepSeek-V4 MODEL1 KV cache (kv_layout.h model1: per page [P x 576 B token data][P x 8 B
 // scales], padded to a multiple of 576 B): quantize + insert, gather + dequantize. Byte-exact with
 // the CPU reference in kv_cache_ops.cpp (same scalar rules from quant_math.h).
+#include "dsa/core/pdl.cuh"
 #include "dsa/formats/cuda/common.cuh"
 #include "dsa/core/cuda_launch.h"
 #include "dsa/formats/cuda/launchers.h"
@@ -22,6 +23,7 @@ constexpr int kGatherThreads = 128;
 // Alignment: token data sits at multiples of 576 B from a page start and pages are multiples of
 // 576 B, so the 16- and 32-bit stores are aligned.
 __global__ void __launch_bounds__(kInsertThreads) model1_insert_kernel(KvInsertArgs a) {
+  pdl::entry();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = a.page_size;
   for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
@@ -56,6 +58,7 @@ __global__ void __launch_bounds__(kInsertThreads) model1_insert_kernel(KvInsertA
 // of the 512: e4m3 * 2^(scale byte - 127) for the 448 NoPE values, the stored bf16 for the rope.
 // Invalid or -1 slots give a zero row.
 __global__ void __launch_bounds__(kGatherThreads) model1_gather_kernel(KvGatherArgs a) {
+  pdl::entry();
   const int P = a.page_size;
   for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     const int64_t slot = a.slots[row];
@@ -80,13 +83,13 @@ __global__ void __launch_bounds__(kGatherThreads) model1_gather_kernel(KvGatherA
 
 void model1_insert(const KvInsertArgs& a) {
   cuda_launch::set_device(a.device);
-  model1_insert_kernel<<<grid_for(a.rows, 1), kInsertThreads, 0, as_stream(a.stream)>>>(a);
+  pdl::launch(model1_insert_kernel, grid_for(a.rows, 1), kInsertThreads, 0, as_stream(a.stream), a);
   cuda_launch::check_launch("model1_insert_kernel");
 }
 
 void model1_gather(const KvGatherArgs& a) {
   cuda_launch::set_device(a.device);
-  model1_gather_kernel<<<grid_for(a.rows, 1), kGatherThreads, 0, as_stream(a.stream)>>>(a);
+  pdl::launch(model1_gather_kernel, grid_for(a.rows, 1), kGatherThreads, 0, as_stream(a.stream), a);
   cuda_launch::check_launch("model1_gather_kernel");
 }
 

@@ -1,4 +1,5 @@
 // Dequantization of MXFP4 weights (mxfp4.h) to f32 or bf16.
+#include "dsa/core/pdl.cuh"
 #include "dsa/formats/cuda/common.cuh"
 #include "dsa/core/cuda_launch.h"
 #include "dsa/formats/cuda/launchers.h"
@@ -22,6 +23,7 @@ __device__ __forceinline__ float e2m1_value(uint32_t c) {
 // byte index / 16 within the row. cols is a multiple of 32 (validated), so a byte never straddles
 // rows or blocks. Memory-bound; used at load time and by reference paths.
 __global__ void __launch_bounds__(kThreads) mxfp4_dequant_kernel(Mxfp4DequantArgs a) {
+  pdl::entry();
   const int64_t half = a.cols / 2;
   const int64_t n = a.rows * half;
   for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < n; i += int64_t(gridDim.x) * kThreads) {
@@ -37,7 +39,7 @@ __global__ void __launch_bounds__(kThreads) mxfp4_dequant_kernel(Mxfp4DequantArg
 
 void mxfp4_dequantize(const Mxfp4DequantArgs& a) {
   cuda_launch::set_device(a.device);
-  mxfp4_dequant_kernel<<<grid_for(a.rows * (a.cols / 2), kThreads), kThreads, 0, as_stream(a.stream)>>>(a);
+  pdl::launch(mxfp4_dequant_kernel, grid_for(a.rows * (a.cols / 2), kThreads), kThreads, 0, as_stream(a.stream), a);
   cuda_launch::check_launch("mxfp4_dequant_kernel");
 }
 

@@ -1,6 +1,7 @@
 // Packing of UE8M0 exponents, four per int32 (ue8m0_pack.h): one generic kernel serves the K-major,
 // the MN-major TMA-aligned and the K-grouped layouts, which differ only in strides and in where each
 // packed row's scale rows start (see Ue8m0PackArgs in launchers.h).
+#include "dsa/core/pdl.cuh"
 #include "dsa/formats/cuda/common.cuh"
 #include "dsa/core/cuda_launch.h"
 #include "dsa/formats/cuda/launchers.h"
@@ -16,6 +17,7 @@ constexpr int kThreads = 256;
 // round-up rule as the CPU (f32_to_ue8m0_ceil), and places byte j at bits 8j. Padding columns
 // (m >= mn) get 0. `rows` is the device copy of the k-grouped row table or null.
 __global__ void __launch_bounds__(kThreads) ue8m0_pack_kernel(Ue8m0PackArgs a, const int32_t* rows) {
+  pdl::entry();
   const int64_t per_group = a.packed_k * a.out_m_extent;
   const int64_t n = a.groups * per_group;
   for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < n; i += int64_t(gridDim.x) * kThreads) {
@@ -53,7 +55,7 @@ void ue8m0_pack(const Ue8m0PackArgs& a) {
     cuda_launch::check_status(cudaMemcpyAsync(rows, a.rows_host, table_bytes, cudaMemcpyHostToDevice, s),
                               "cudaMemcpyAsync (ue8m0 row table)");
   }
-  ue8m0_pack_kernel<<<grid_for(a.groups * a.packed_k * a.out_m_extent, kThreads), kThreads, 0, s>>>(a, rows);
+  pdl::launch(ue8m0_pack_kernel, grid_for(a.groups * a.packed_k * a.out_m_extent, kThreads), kThreads, 0, s, a, rows);
   cuda_launch::check_launch("ue8m0_pack_kernel");
   if (rows) cudaFreeAsync(rows, s);
 }

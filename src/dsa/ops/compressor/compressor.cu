@@ -8,6 +8,7 @@
 // RoPE of the emitted entries are separate launches (norm.cu, rope.cu). Reads of kv/score are
 // coalesced across the threads of a token row. Launch: ceil(d / 128) CTAs of 128 threads. The
 // work per call is small (decode: one token per request); prefill chunks loop over T per thread.
+#include "dsa/core/pdl.cuh"
 #include <cmath>
 
 #include "dsa/ops/compressor/compressor_cuda.h"
@@ -21,6 +22,7 @@ namespace {
 constexpr int kThreads = 128;
 
 __global__ void pool_kernel(CompressorPoolArgs a) {
+  pdl::entry();
   const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t m = a.ratio, d = a.head_dim, coff = a.overlap ? 2 : 1, W = coff * d;
   if (k >= d) return;
@@ -66,7 +68,7 @@ __global__ void pool_kernel(CompressorPoolArgs a) {
 void compressor_pool(const CompressorPoolArgs& a) {
   if (a.tokens == 0 || a.head_dim == 0) return;
   const int64_t blocks = (a.head_dim + kThreads - 1) / kThreads;
-  pool_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, DSA_CURRENT_STREAM>>>(a);
+  pdl::launch(pool_kernel, static_cast<unsigned>(blocks), kThreads, 0, DSA_CURRENT_STREAM, a);
   cuda_launch::check_launch("compressor pool_kernel");
 }
 

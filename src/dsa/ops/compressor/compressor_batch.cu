@@ -7,6 +7,7 @@
 // position, partner values exchanged through shared memory) and stored in the request's entry
 // rows. A request starting at position 0 first clears its slot (kv 0, score -inf), so the engine
 // never initialises state memory. All metadata is read on the device: nothing waits for the host.
+#include "dsa/core/pdl.cuh"
 #include <cmath>
 #include <cstdint>
 
@@ -19,6 +20,7 @@ namespace dsa::ops::cuda {
 namespace {
 
 __global__ void __launch_bounds__(kCompressorMaxHeadDim) batch_kernel(const __grid_constant__ CompressorBatchArgs a) {
+  pdl::entry();
   __shared__ float scratch[32];
   __shared__ float row[kCompressorMaxHeadDim];
   const int64_t r = blockIdx.x;
@@ -106,7 +108,7 @@ void compressor_batch(const CompressorBatchArgs& a) {
     cuda_launch::launch_error("compressor_batch: rope_dim must be even and <= min(head_dim, 128)");
   if (a.requests > 0x7fffffffLL) cuda_launch::launch_error("compressor_batch: too many requests for one grid");
   const int threads = static_cast<int>((a.head_dim + 31) / 32 * 32);
-  batch_kernel<<<static_cast<unsigned>(a.requests), threads, 0, DSA_CURRENT_STREAM>>>(a);
+  pdl::launch(batch_kernel, static_cast<unsigned>(a.requests), threads, 0, DSA_CURRENT_STREAM, a);
   cuda_launch::check_launch("compressor batch_kernel");
 }
 

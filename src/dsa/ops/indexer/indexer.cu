@@ -21,6 +21,7 @@
 //   whole row; the result is the same. Rows of at most kIndexerFastMaxEntries entries take the
 //   register-resident fast_select_kernel (indexer_select_fast.cu) instead unless a caller asks for
 //   this path (TopkSelectPath::PerRow): same result, a fraction of the block syncs.
+#include "dsa/core/pdl.cuh"
 #include <cstdint>
 
 #include "dsa/ops/common/block_select.cuh"
@@ -39,6 +40,7 @@ constexpr int kMaxKeyRegs = kIndexerMaxHeadDim / 32;
 constexpr int kSelectThreads = 1024;
 
 __global__ void score_kernel(IndexerScoreArgs a) {
+  pdl::entry();
   extern __shared__ float smem[];  // q [H*D], then w [H]
   float* qs = smem;
   float* ws = smem + a.H * a.D;
@@ -79,6 +81,7 @@ __global__ void score_kernel(IndexerScoreArgs a) {
 __device__ __forceinline__ uint64_t entry_key(const float* row, int64_t e) { return value_index_key(row[e], e); }
 
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(TopkSelectArgs a) {
+  pdl::entry();
   __shared__ RadixScratch scratch;
   __shared__ uint64_t picked[kIndexerMaxTopk];
   __shared__ uint32_t count_s;
@@ -118,7 +121,8 @@ void indexer_scores(const IndexerScoreArgs& a) {
   if (a.T > 0x7fffffffLL || tiles > 65535)
     cuda_launch::launch_error("indexer_scores: grid exceeds the launch limits (N <= 4194240)");
   const size_t smem = static_cast<size_t>(a.H * a.D + a.H) * sizeof(float);  // <= 48 KB: no opt-in needed
-  score_kernel<<<dim3(static_cast<unsigned>(a.T), static_cast<unsigned>(tiles)), kScoreWarps * 32, smem, DSA_CURRENT_STREAM>>>(a);
+  pdl::launch(score_kernel, dim3(static_cast<unsigned>(a.T), static_cast<unsigned>(tiles)), kScoreWarps * 32, smem,
+              DSA_CURRENT_STREAM, a);
   cuda_launch::check_launch("indexer score_kernel");
 }
 
@@ -127,7 +131,7 @@ void topk_select(const TopkSelectArgs& a) {
   if (a.topk > kIndexerMaxTopk) cuda_launch::launch_error("topk_select: topk > 2048");
   if (a.T > 0x7fffffffLL) cuda_launch::launch_error("topk_select: too many tokens for one grid");
   if (a.cand) topk_select_wide_prepare(a);
-  select_kernel<<<static_cast<unsigned>(a.T), kSelectThreads, 0, DSA_CURRENT_STREAM>>>(a);
+  pdl::launch(select_kernel, static_cast<unsigned>(a.T), kSelectThreads, 0, DSA_CURRENT_STREAM, a);
   cuda_launch::check_launch("indexer select_kernel");
 }
 

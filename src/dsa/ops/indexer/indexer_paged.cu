@@ -14,6 +14,7 @@
 // dequantize-then-dot up to float rounding. (Before 2026-12-02 every warp read its lanes' keys
 // from global memory itself, 8 warps x 32 scattered 128-byte rows per tile: ~0.9 ns per entry
 // at T = 1 on the H200, 119 us for GLM-5.1's 131072 keys and 279 us for V4's 262144 at 1M.)
+#include "dsa/core/pdl.cuh"
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -111,6 +112,7 @@ __device__ __forceinline__ TileLoad fetch_tile(const IndexerPagedScoreArgs& a, i
 
 template <int HPW, bool kVec16>
 __global__ void __launch_bounds__(kWarps * 32) paged_score_kernel(const __grid_constant__ IndexerPagedScoreArgs a) {
+  pdl::entry();
   extern __shared__ float4 smem4[];
   constexpr int kHeads = kWarps * HPW;  // padded head rows
   float* qs = reinterpret_cast<float*>(smem4);  // [kHeads][kD], rows >= H zero
@@ -192,9 +194,9 @@ void launch_paged_score(const IndexerPagedScoreArgs& a, dim3 grid) {
                      static_cast<size_t>(kTile) * kKeyStride;  // <= 39 KB
   const bool vec16 = a.page_size % 4 == 0 && reinterpret_cast<uintptr_t>(a.cache) % 16 == 0;
   if (vec16)
-    paged_score_kernel<HPW, true><<<grid, kWarps * 32, smem, DSA_CURRENT_STREAM>>>(a);
+    pdl::launch(paged_score_kernel<HPW, true>, grid, kWarps * 32, smem, DSA_CURRENT_STREAM, a);
   else
-    paged_score_kernel<HPW, false><<<grid, kWarps * 32, smem, DSA_CURRENT_STREAM>>>(a);
+    pdl::launch(paged_score_kernel<HPW, false>, grid, kWarps * 32, smem, DSA_CURRENT_STREAM, a);
 }
 
 }  // namespace

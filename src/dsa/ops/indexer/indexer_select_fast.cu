@@ -31,6 +31,7 @@
 //   Every count is an integer sum independent of the order of atomics, and every output slot is a
 //   function of the unique keys alone: deterministic and equal to select_kernel and the CPU.
 //   About 10 block syncs in all for distinct scores.
+#include "dsa/core/pdl.cuh"
 #include <cstdint>
 
 #include "dsa/core/cuda_launch.h"
@@ -118,6 +119,7 @@ struct Buckets {
 
 template <int kPer>
 __global__ void __launch_bounds__(kFastThreads) fast_select_kernel(const __grid_constant__ TopkSelectArgs a) {
+  pdl::entry();
   static_assert(kFastThreads == 32 * 32, "one warp's lanes scan the warp totals");
   __shared__ FastShared s;
   const int64_t t = blockIdx.x;
@@ -299,11 +301,11 @@ void topk_select_fast(const TopkSelectArgs& a) {
   cudaStream_t st = DSA_CURRENT_STREAM;
   const int64_t per = (a.N + kFastThreads - 1) / kFastThreads;
   if (per <= 4)
-    fast_select_kernel<4><<<grid, kFastThreads, 0, st>>>(a);
+    pdl::launch(fast_select_kernel<4>, grid, kFastThreads, 0, st, a);
   else if (per <= 8)
-    fast_select_kernel<8><<<grid, kFastThreads, 0, st>>>(a);
+    pdl::launch(fast_select_kernel<8>, grid, kFastThreads, 0, st, a);
   else
-    fast_select_kernel<16><<<grid, kFastThreads, 0, st>>>(a);
+    pdl::launch(fast_select_kernel<16>, grid, kFastThreads, 0, st, a);
   cuda_launch::check_launch("indexer fast_select_kernel");
 }
 

@@ -19,6 +19,7 @@
 //   not: select_kernel ranks unique (score, index) keys and sorts its output).
 // The candidates are every entry that can be among the top k: every entry with a larger digit
 // than B is, and the k-th largest has digit B.
+#include "dsa/core/pdl.cuh"
 #include <cstdint>
 
 #include "dsa/core/cuda_launch.h"
@@ -38,6 +39,7 @@ constexpr int kBinsPerThread = kBins / kThreads;
 __device__ __forceinline__ uint32_t digit_of(float v) { return ordered_bits(v) >> (32 - kIndexerWideDigitBits); }
 
 __global__ void __launch_bounds__(kThreads) wide_hist_kernel(const __grid_constant__ TopkSelectArgs a) {
+  pdl::entry();
   __shared__ uint32_t hist[kBins];
   const int64_t t = blockIdx.x;
   const int64_t visible = visible_entries(a.positions, a.positions_i64, t, a.ratio, a.N);
@@ -65,6 +67,7 @@ __global__ void __launch_bounds__(kThreads) wide_hist_kernel(const __grid_consta
 }
 
 __global__ void __launch_bounds__(kThreads) wide_compact_kernel(const __grid_constant__ TopkSelectArgs a) {
+  pdl::entry();
   __shared__ uint32_t warp_sum[kThreads / 32];
   __shared__ uint32_t cut_s;
   const int64_t t = blockIdx.x;
@@ -124,9 +127,9 @@ void topk_select_wide_prepare(const TopkSelectArgs& a) {
       cudaMemsetAsync(a.wide_hist, 0, static_cast<size_t>(a.T) * (kBins + 1) * sizeof(uint32_t), s),
       "topk_select: clearing the wide selection's histograms");
   const dim3 grid(static_cast<unsigned>(a.T), static_cast<unsigned>(segments));
-  wide_hist_kernel<<<grid, kThreads, 0, s>>>(a);
+  pdl::launch(wide_hist_kernel, grid, kThreads, 0, s, a);
   cuda_launch::check_launch("indexer wide_hist_kernel");
-  wide_compact_kernel<<<grid, kThreads, 0, s>>>(a);
+  pdl::launch(wide_compact_kernel, grid, kThreads, 0, s, a);
   cuda_launch::check_launch("indexer wide_compact_kernel");
 }
 

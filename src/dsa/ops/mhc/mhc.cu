@@ -37,6 +37,7 @@
 // sums), pre/post within float rounding, comb within ~1e-5 absolute (hc = 4: the Sinkhorn
 // multiplies by one approximate reciprocal per row/column instead of dividing each entry: a few
 // ulp per step over 2 * iters contracting steps), y / yn within one rounding of the output dtype.
+#include "dsa/core/pdl.cuh"
 #include "dsa/ops/mhc/mhc_cuda.h"
 #include "dsa/ops/mhc/mhc_math.h"
 #include "dsa/ops/norm/cuda_vec4.cuh"
@@ -56,6 +57,7 @@ __device__ __forceinline__ int64_t esize(DType t) { return t == DType::BF16 ? 2 
 int64_t split_len(int64_t n, int splits) { return ((n + splits - 1) / splits + 3) / 4 * 4; }
 
 __global__ void mix_kernel(MhcPreArgs a, int64_t slice) {
+  pdl::entry();
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x;
   const int r = blockIdx.y, sp = blockIdx.z;
@@ -153,6 +155,7 @@ __device__ __forceinline__ F4 collapse4(const MhcPreArgs& a, const char* xt, con
 
 template <bool kNorm>
 __global__ void __launch_bounds__(kNorm ? kNormThreads : kThreads) collapse_kernel(MhcPreArgs a, bool vec) {
+  pdl::entry();
   __shared__ float mix_s[(2 + kMhcMaxHc) * kMhcMaxHc];
   __shared__ float pre_s[kMhcMaxHc];
   __shared__ float scratch[32];
@@ -245,6 +248,7 @@ __global__ void __launch_bounds__(kNorm ? kNormThreads : kThreads) collapse_kern
 }
 
 __global__ void post_kernel(MhcPostArgs a) {
+  pdl::entry();
   __shared__ float post_s[kMhcMaxHc], comb_s[kMhcMaxHc * kMhcMaxHc];
   const int64_t t = blockIdx.x;
   if (threadIdx.x < a.hc) post_s[threadIdx.x] = a.post[t * a.hc + threadIdx.x];
@@ -274,6 +278,7 @@ constexpr int kPostMixThreads = 64;
 constexpr int64_t kPostMixMaxSlices = ((2 + kMhcMaxHc) * kMhcMaxHc + 1) * kMaxSplits / 25;
 
 __global__ void __launch_bounds__(kPostMixThreads) post_mix_kernel(MhcPostIn in, MhcPreArgs a, int64_t cols) {
+  pdl::entry();
   constexpr int kHc = 4, kMix = (2 + kHc) * kHc, kWarps = kPostMixThreads / 32;
   __shared__ float post_s[kHc], comb_s[kHc * kHc];
   __shared__ float red[kWarps][kMix + 1];
@@ -335,15 +340,15 @@ void launch_collapse(const MhcPreArgs& a) {
     if (a.d > kMhcNormMaxD) cuda_launch::launch_error("mhc_pre_norm: hidden size exceeds the fused kernel's row");
     const bool vec = vec4_ok(a.X, a.x_dtype, a.d, a.d) && vec4_ok(a.y, a.y_dtype, a.d, a.d) &&
                      vec4_ok(a.yn, a.yn_dtype, a.d, a.d) && vec4_ok(a.norm_w, a.norm_w_dtype, a.d, 0);
-    collapse_kernel<true><<<dim3(static_cast<unsigned>(a.tokens), 1 + extra), kNormThreads, 0, DSA_CURRENT_STREAM>>>(
-        a, vec);
+    pdl::launch(collapse_kernel<true>, dim3(static_cast<unsigned>(a.tokens), 1 + extra), kNormThreads, 0,
+                DSA_CURRENT_STREAM, a, vec);
     cuda_launch::check_launch("mhc collapse_kernel (norm)");
     return;
   }
   const int64_t cols = (a.d + kThreads - 1) / kThreads + extra;
   check_grid(a.tokens, cols, "mhc_pre: grid exceeds the launch limits");
-  collapse_kernel<false><<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads, 0,
-                           DSA_CURRENT_STREAM>>>(a, false);
+  pdl::launch(collapse_kernel<false>, dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads, 0,
+              DSA_CURRENT_STREAM, a, false);
   cuda_launch::check_launch("mhc collapse_kernel");
 }
 
@@ -371,7 +376,8 @@ void mhc_pre(const MhcPreArgs& a) {
   if (a.splits < 1 || a.splits > kMaxSplits || (a.splits - 1) * slice >= n)
     cuda_launch::launch_error("mhc_pre: split-K factor does not match mhc_mix_splits");
   check_grid(a.tokens, a.n_mix, "mhc_pre: grid exceeds the launch limits");
-  mix_kernel<<<dim3(static_cast<unsigned>(a.tokens), a.n_mix, a.splits), kThreads, 0, DSA_CURRENT_STREAM>>>(a, slice);
+  pdl::launch(mix_kernel, dim3(static_cast<unsigned>(a.tokens), a.n_mix, a.splits), kThreads, 0, DSA_CURRENT_STREAM, a,
+              slice);
   cuda_launch::check_launch("mhc mix_kernel");
   launch_collapse(a);
 }
@@ -388,8 +394,8 @@ void mhc_post_pre(const MhcPostIn& in, const MhcPreArgs& a) {
     cuda_launch::launch_error("mhc_post_pre: needs hc = 4, a sub-layer pre over the post's X and mhc_post_mix_splits");
   check_grid(a.tokens, a.splits, "mhc_post_pre: grid exceeds the launch limits");
   const int64_t cols = (a.d + a.splits - 1) / a.splits;
-  post_mix_kernel<<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(a.splits)), kPostMixThreads, 0,
-                    DSA_CURRENT_STREAM>>>(in, a, cols);
+  pdl::launch(post_mix_kernel, dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(a.splits)), kPostMixThreads,
+              0, DSA_CURRENT_STREAM, in, a, cols);
   cuda_launch::check_launch("mhc post_mix_kernel");
   launch_collapse(a);
 }
@@ -398,7 +404,8 @@ void mhc_post(const MhcPostArgs& a) {
   if (a.tokens == 0 || a.d == 0) return;
   const int64_t cols = (a.d + kThreads - 1) / kThreads;
   check_grid(a.tokens, cols, "mhc_post: grid exceeds the launch limits");
-  post_kernel<<<dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads, 0, DSA_CURRENT_STREAM>>>(a);
+  pdl::launch(post_kernel, dim3(static_cast<unsigned>(a.tokens), static_cast<unsigned>(cols)), kThreads, 0,
+              DSA_CURRENT_STREAM, a);
   cuda_launch::check_launch("mhc post_kernel");
 }
 

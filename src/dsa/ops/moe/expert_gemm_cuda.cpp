@@ -11,6 +11,7 @@
 #include "dsa/core/cuda_launch.h"
 #include "dsa/core/cuda_memory.h"
 #include "dsa/core/cuda_stream.h"
+#include "dsa/core/pdl.h"
 #include "dsa/core/stream_scratch.h"
 #include "dsa/ops/moe/cuda/expert_gemm_args.h"
 #include "dsa/ops/moe/cuda_ops.h"
@@ -66,6 +67,7 @@ egemm::Args make_args(const Tensor& a, const Tensor& a_rows, const Tensor& m_ind
   args.limit = p.swiglu_limit;
   args.out_f32 = out.dtype() == DType::F32 ? 1 : 0;
   args.m_align = m_indices.defined() ? static_cast<int>(p.m_alignment) : 0;
+  args.prefetch_w = !m_indices.defined() && pdl::prefetch_weights() ? 1 : 0;
   DSA_CHECK(args.rows / 16 < 65535, "expert_gemm (CUDA): {} rows exceed the grid limit", args.rows);
   return args;
 }

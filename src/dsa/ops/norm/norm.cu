@@ -17,6 +17,7 @@
 // difference is float summation-order rounding: |err| <= ~1e-6 relative for f32 out, one bf16
 // ulp (8e-3 relative) for bf16 out, the bounds the tests check. Each thread writes only elements
 // it read itself, after every reduction (block_sum ends in a barrier), so out == x is safe.
+#include "dsa/core/pdl.cuh"
 #include "dsa/ops/norm/cuda_vec4.cuh"
 #include "dsa/core/cuda_launch.h"
 #include "dsa/ops/norm/norm_cuda.h"
@@ -29,6 +30,7 @@ __device__ __forceinline__ int64_t esz(DType t) { return t == DType::BF16 ? 2 : 
 
 template <int U>
 __global__ void __launch_bounds__(512) row_norm_reg_kernel(RowNormArgs a, bool vec) {
+  pdl::entry();
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const char* xr = static_cast<const char*>(a.x) + r * a.x_row_stride * esz(a.x_dtype);
@@ -79,6 +81,7 @@ __global__ void __launch_bounds__(512) row_norm_reg_kernel(RowNormArgs a, bool v
 }
 
 __global__ void row_norm_kernel(RowNormArgs a) {
+  pdl::entry();
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const char* xr = static_cast<const char*>(a.x) + r * a.x_row_stride * esz(a.x_dtype);
@@ -122,15 +125,19 @@ void row_norm(const RowNormArgs& a) {
     const bool vec = vec4_ok(a.x, a.x_dtype, a.cols, a.x_row_stride) &&
                      vec4_ok(a.out, a.out_dtype, a.cols, a.out_row_stride) &&
                      vec4_ok(a.weight, a.weight_dtype, a.cols, 0) && vec4_ok(a.bias, a.bias_dtype, a.cols, 0);
-    if (U == 1) row_norm_reg_kernel<1><<<grid, threads, 0, DSA_CURRENT_STREAM>>>(a, vec);
-    else if (U == 2) row_norm_reg_kernel<2><<<grid, threads, 0, DSA_CURRENT_STREAM>>>(a, vec);
-    else if (U == 4) row_norm_reg_kernel<4><<<grid, threads, 0, DSA_CURRENT_STREAM>>>(a, vec);
-    else row_norm_reg_kernel<8><<<grid, threads, 0, DSA_CURRENT_STREAM>>>(a, vec);
+    if (U == 1)
+      pdl::launch(row_norm_reg_kernel<1>, grid, threads, 0, DSA_CURRENT_STREAM, a, vec);
+    else if (U == 2)
+      pdl::launch(row_norm_reg_kernel<2>, grid, threads, 0, DSA_CURRENT_STREAM, a, vec);
+    else if (U == 4)
+      pdl::launch(row_norm_reg_kernel<4>, grid, threads, 0, DSA_CURRENT_STREAM, a, vec);
+    else
+      pdl::launch(row_norm_reg_kernel<8>, grid, threads, 0, DSA_CURRENT_STREAM, a, vec);
     cuda_launch::check_launch("row_norm_reg_kernel");
     return;
   }
   const int threads = a.cols >= 4096 ? 512 : a.cols >= 1024 ? 256 : a.cols >= 256 ? 128 : 64;
-  row_norm_kernel<<<grid, threads, 0, DSA_CURRENT_STREAM>>>(a);
+  pdl::launch(row_norm_kernel, grid, threads, 0, DSA_CURRENT_STREAM, a);
   cuda_launch::check_launch("row_norm_kernel");
 }
 

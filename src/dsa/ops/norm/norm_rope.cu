@@ -22,6 +22,7 @@
 // (CTA-uniform); the optional bf16 output row is written whatever the slot.
 // Alignment: token data sits at multiples of 576 B from a page start and pages are multiples of
 // 576 B, so the 32-bit stores are aligned (as in model1_insert_kernel).
+#include "dsa/core/pdl.cuh"
 #include "dsa/core/cuda_launch.h"
 #include "dsa/core/cuda_stream.h"
 #include "dsa/formats/kv_layout.h"
@@ -40,6 +41,7 @@ __device__ __forceinline__ int64_t esz(DType t) { return t == DType::BF16 ? 2 : 
 
 template <int U, bool MODEL1>
 __global__ void __launch_bounds__(512) norm_rope_kernel(const __grid_constant__ NormRopeArgs a, bool vec_in, bool vec_out) {
+  pdl::entry();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const int64_t t = row / a.heads_padded, h = row % a.heads_padded;
@@ -138,10 +140,14 @@ __global__ void __launch_bounds__(512) norm_rope_kernel(const __grid_constant__ 
 template <bool MODEL1>
 void launch(const NormRopeArgs& a, int U, unsigned grid, int threads, bool vin, bool vout) {
   auto s = DSA_CURRENT_STREAM;
-  if (U == 1) norm_rope_kernel<1, MODEL1><<<grid, threads, 0, s>>>(a, vin, vout);
-  else if (U == 2) norm_rope_kernel<2, false><<<grid, threads, 0, s>>>(a, vin, vout);
-  else if (U == 4) norm_rope_kernel<4, false><<<grid, threads, 0, s>>>(a, vin, vout);
-  else norm_rope_kernel<8, false><<<grid, threads, 0, s>>>(a, vin, vout);
+  if (U == 1)
+    pdl::launch(norm_rope_kernel<1, MODEL1>, grid, threads, 0, s, a, vin, vout);
+  else if (U == 2)
+    pdl::launch(norm_rope_kernel<2, false>, grid, threads, 0, s, a, vin, vout);
+  else if (U == 4)
+    pdl::launch(norm_rope_kernel<4, false>, grid, threads, 0, s, a, vin, vout);
+  else
+    pdl::launch(norm_rope_kernel<8, false>, grid, threads, 0, s, a, vin, vout);
   cuda_launch::check_launch("norm_rope_kernel");
 }
 

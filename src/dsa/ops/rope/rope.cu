@@ -6,6 +6,7 @@
 // exactly as the CPU reference forms it, full-precision sincosf. inv_freq travels in the kernel
 // parameters (<= 512 B).
 // Launch: 8 warps (256 threads) per CTA, grid = ceil(tokens * heads / 8).
+#include "dsa/core/pdl.cuh"
 #include "dsa/ops/norm/cuda_elem.cuh"
 #include "dsa/core/cuda_launch.h"
 #include "dsa/ops/rope/rope_cuda.h"
@@ -19,6 +20,7 @@ constexpr int kWarps = 8;
 constexpr int kPairsPerLane = kRopeMaxPairs / 32;
 
 __global__ void rope_kernel(const __grid_constant__ RopeArgs a) {
+  pdl::entry();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= a.tokens * a.heads) return;  // whole warp exits together
@@ -56,7 +58,7 @@ void rope(const RopeArgs& a) {
   if (rows == 0) return;
   const int64_t blocks = (rows + kWarps - 1) / kWarps;
   if (blocks > 0x7fffffffLL) cuda_launch::launch_error("rope: too many rows for one grid");
-  rope_kernel<<<static_cast<unsigned>(blocks), kWarps * 32, 0, DSA_CURRENT_STREAM>>>(a);
+  pdl::launch(rope_kernel, static_cast<unsigned>(blocks), kWarps * 32, 0, DSA_CURRENT_STREAM, a);
   cuda_launch::check_launch("rope_kernel");
 }
 

@@ -21,6 +21,7 @@
 // Every reduction has a fixed shape, so a row gives the same token on every run, and the same
 // token as the former single-kernel sampler (the same float expressions per id). The partials
 // live in a caller-provided scratch buffer (sample_scratch_bytes); no host synchronisation.
+#include "dsa/core/pdl.cuh"
 #include <cfloat>
 #include <cstdint>
 #include <cstring>
@@ -92,6 +93,7 @@ __device__ __forceinline__ bool draws_all(const SamplingRow& r, int64_t V) {
 __global__ void __launch_bounds__(kPartThreads) sample_partial_kernel(const float* logits, const uint8_t* rows,
                                                                       Partial* part, int64_t V, int64_t chunk,
                                                                       bool vec) {
+  pdl::entry();
   __shared__ float skey[32];
   __shared__ int64_t sid[32];
   __shared__ int bad_s;
@@ -145,6 +147,7 @@ __global__ void __launch_bounds__(kPartThreads) sample_partial_kernel(const floa
 __global__ void __launch_bounds__(kThreads) sample_finish_kernel(const float* logits, const uint8_t* rows,
                                                                  const Partial* part, int nparts, int32_t* out,
                                                                  int64_t V) {
+  pdl::entry();
   __shared__ RadixScratch radix;
   __shared__ uint64_t sorted[kSampleMaxSorted];
   __shared__ float skey[32];
@@ -260,11 +263,11 @@ void sample_tokens(const float* logits, const uint8_t* rows, int32_t* out, int64
   const int nparts = static_cast<int>((V + chunk - 1) / chunk);
   const bool vec = V % 4 == 0 && reinterpret_cast<uintptr_t>(logits) % 16 == 0;
   Partial* part = static_cast<Partial*>(scratch);
-  sample_partial_kernel<<<dim3(nparts, static_cast<unsigned>(N)), kPartThreads, 0, DSA_CURRENT_STREAM>>>(
-      logits, rows, part, V, chunk, vec);
+  pdl::launch(sample_partial_kernel, dim3(nparts, static_cast<unsigned>(N)), kPartThreads, 0, DSA_CURRENT_STREAM,
+              logits, rows, part, V, chunk, vec);
   cuda_launch::check_launch("sample_partial_kernel");
-  sample_finish_kernel<<<static_cast<unsigned>(N), kThreads, 0, DSA_CURRENT_STREAM>>>(logits, rows, part, nparts,
-                                                                                      out, V);
+  pdl::launch(sample_finish_kernel, static_cast<unsigned>(N), kThreads, 0, DSA_CURRENT_STREAM, logits, rows, part,
+              nparts, out, V);
   cuda_launch::check_launch("sample_finish_kernel");
 }
 

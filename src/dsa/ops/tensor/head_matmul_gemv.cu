@@ -4,6 +4,7 @@
 // ~29 MB per layer), so the kernel is a GEMV built to keep many 16-byte weight loads in flight
 // and to need no shared memory at all: any K (K % 8 == 0) runs with the same code on sm_90a and
 // sm_120a, no barriers, no K chunking.
+#include "dsa/core/pdl.cuh"
 #include <cstdint>
 
 #include "dsa/core/cuda_launch.h"
@@ -94,6 +95,7 @@ __device__ __forceinline__ float dot8(const float (&x)[8], const uint4 q, float 
 // registers so that 4 (TT = 1), 3 (TT = 2) or 2 CTAs fit per SM on both archs (kMinBlocks).
 template <int TT, XMode M>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<TT>) head_matmul_gemv_kernel(HeadMatmulArgs a) {
+  pdl::entry();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t h = blockIdx.y, chunks = a.k / 8;
   const int64_t n0 = int64_t(blockIdx.x) * kCtaRows + warp * kRows;
@@ -150,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<TT>) head_matmul_gemv_ker
 template <int TT, XMode M>
 void launch(const HeadMatmulArgs& a) {
   const dim3 grid(static_cast<unsigned>((a.n + kCtaRows - 1) / kCtaRows), static_cast<unsigned>(a.heads));
-  head_matmul_gemv_kernel<TT, M><<<grid, kThreads, 0, DSA_CURRENT_STREAM>>>(a);
+  pdl::launch(head_matmul_gemv_kernel<TT, M>, grid, kThreads, 0, DSA_CURRENT_STREAM, a);
   cuda_launch::check_launch("head_matmul_gemv_kernel");
 }
 

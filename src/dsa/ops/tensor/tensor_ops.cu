@@ -3,6 +3,7 @@
 // head_matmul_gemv.cu, its cuBLASLt route in head_matmul_cublaslt.cpp). Element access goes
 // through ld/st (norm/cuda_elem.cuh): f32 or bf16 chosen by a runtime dtype that is uniform per
 // launch, bf16 rounded to nearest even exactly like the CPU reference.
+#include "dsa/core/pdl.cuh"
 #include <cstdint>
 
 #include "dsa/ops/norm/cuda_elem.cuh"
@@ -27,6 +28,7 @@ int64_t blocks_for(int64_t n) {
 // consecutive i3, so contiguous last dims read and write coalesced.
 // Launch: grid = min(ceil(n / 256), 2^20), block = 256.
 __global__ void copy_cast_kernel(CopyCastArgs a, int64_t n) {
+  pdl::entry();
   const int64_t s1 = a.shape[1], s2 = a.shape[2], s3 = a.shape[3];
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = i;
@@ -45,6 +47,7 @@ __global__ void copy_cast_kernel(CopyCastArgs a, int64_t n) {
 // add_into: acc[i] += x[i], one thread per element (grid-stride), both contiguous.
 // Launch: grid = min(ceil(n / 256), 2^20), block = 256.
 __global__ void add_into_kernel(float* acc, const void* x, DType xt, int64_t n) {
+  pdl::entry();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     acc[i] += ld(x, xt, i);
 }
@@ -66,6 +69,7 @@ constexpr int kEmbedThreads = 128;
 
 template <int E>
 __global__ void __launch_bounds__(kEmbedThreads) embed_rows_kernel(EmbedRowsArgs a) {
+  pdl::entry();
   const int64_t k0 = (int64_t(blockIdx.x) * kEmbedThreads + threadIdx.x) * E;
   if (k0 >= a.dim) return;
   for (int64_t t = blockIdx.y; t < a.tokens; t += gridDim.y) {
@@ -131,6 +135,7 @@ constexpr int kBN = 64, kBK = 32;
 
 template <int BM>
 __global__ void __launch_bounds__(kThreads) head_matmul_kernel(HeadMatmulArgs a) {
+  pdl::entry();
   constexpr int RM = BM / 16, RN = kBN / 16;
   __shared__ float xs[kBK][BM + 1];
   __shared__ float ws[kBK][kBN + 1];
@@ -186,13 +191,14 @@ __global__ void __launch_bounds__(kThreads) head_matmul_kernel(HeadMatmulArgs a)
 void copy_cast(const CopyCastArgs& a) {
   const int64_t n = a.shape[0] * a.shape[1] * a.shape[2] * a.shape[3];
   if (n == 0) return;
-  copy_cast_kernel<<<static_cast<unsigned>(blocks_for(n)), kThreads, 0, DSA_CURRENT_STREAM>>>(a, n);
+  pdl::launch(copy_cast_kernel, static_cast<unsigned>(blocks_for(n)), kThreads, 0, DSA_CURRENT_STREAM, a, n);
   cuda_launch::check_launch("copy_cast_kernel");
 }
 
 void add_into(float* acc, const void* x, DType x_dtype, int64_t n) {
   if (n == 0) return;
-  add_into_kernel<<<static_cast<unsigned>(blocks_for(n)), kThreads, 0, DSA_CURRENT_STREAM>>>(acc, x, x_dtype, n);
+  pdl::launch(add_into_kernel, static_cast<unsigned>(blocks_for(n)), kThreads, 0, DSA_CURRENT_STREAM, acc, x, x_dtype,
+              n);
   cuda_launch::check_launch("add_into_kernel");
 }
 
@@ -205,9 +211,9 @@ void embed_rows(const EmbedRowsArgs& a) {
   if (gx > 0x7fffffffLL) cuda_launch::launch_error("embed_rows: rows too long for one grid");
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(a.tokens < 65535 ? a.tokens : 65535));
   if (vec)
-    embed_rows_kernel<8><<<grid, kEmbedThreads, 0, DSA_CURRENT_STREAM>>>(a);
+    pdl::launch(embed_rows_kernel<8>, grid, kEmbedThreads, 0, DSA_CURRENT_STREAM, a);
   else
-    embed_rows_kernel<1><<<grid, kEmbedThreads, 0, DSA_CURRENT_STREAM>>>(a);
+    pdl::launch(embed_rows_kernel<1>, grid, kEmbedThreads, 0, DSA_CURRENT_STREAM, a);
   cuda_launch::check_launch("embed_rows_kernel");
 }
 
@@ -220,9 +226,9 @@ void head_matmul(const HeadMatmulArgs& a) {
         "head_matmul: tokens, outputs or heads exceed the grid limits (2^31 - 1, 65535 * 64, 65535)");
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(a.heads));
   if (bm == 16)
-    head_matmul_kernel<16><<<grid, kThreads, 0, DSA_CURRENT_STREAM>>>(a);
+    pdl::launch(head_matmul_kernel<16>, grid, kThreads, 0, DSA_CURRENT_STREAM, a);
   else
-    head_matmul_kernel<64><<<grid, kThreads, 0, DSA_CURRENT_STREAM>>>(a);
+    pdl::launch(head_matmul_kernel<64>, grid, kThreads, 0, DSA_CURRENT_STREAM, a);
   cuda_launch::check_launch("head_matmul_kernel");
 }
 

@@ -1,5 +1,6 @@
 // Activation quantization per 1x128 block (power-of-two scale, e4m3 values) and the weight-scale
 // relayout used by the cuBLASLt path.
+#include "dsa/core/pdl.cuh"
 #include <cuda_bf16.h>
 
 #include "dsa/ops/linear/act_quant.h"
@@ -13,6 +14,7 @@ namespace {
 // Launch: ceil(blocks / 8) x 256.
 __global__ void act_quant_kernel(const __nv_bfloat16* x, int64_t T, int64_t K, uint8_t* q, float* scales, int mn_major,
                                  __nv_bfloat16* deq) {
+  pdl::entry();
   const int64_t kb_n = K / 128;
   const int64_t blk = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
@@ -39,6 +41,7 @@ __global__ void act_quant_kernel(const __nv_bfloat16* x, int64_t T, int64_t K, u
 
 // One thread per scale.
 __global__ void weight_scale_kernel(const void* in, int f32, int64_t NB, int64_t KB, int layout, int64_t ld, float* out) {
+  pdl::entry();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= NB * KB) return;
   const int64_t nb = i / KB, kb = i % KB;
@@ -51,14 +54,15 @@ __global__ void weight_scale_kernel(const void* in, int f32, int64_t NB, int64_t
 void launch_act_quant(const void* x, int64_t T, int64_t K, uint8_t* q, float* scales, bool mn_major, void* deq) {
   const int64_t blocks = T * (K / 128);
   if (blocks == 0) return;
-  act_quant_kernel<<<static_cast<unsigned>((blocks + 7) / 8), 256, 0, DSA_CURRENT_STREAM>>>(static_cast<const __nv_bfloat16*>(x), T, K, q,
-                                                                     scales, mn_major ? 1 : 0,
-                                                                     static_cast<__nv_bfloat16*>(deq));
+  pdl::launch(act_quant_kernel, static_cast<unsigned>((blocks + 7) / 8), 256, 0, DSA_CURRENT_STREAM,
+              static_cast<const __nv_bfloat16*>(x), T, K, q, scales, mn_major ? 1 : 0,
+              static_cast<__nv_bfloat16*>(deq));
 }
 
 void launch_weight_scales(const void* in, bool in_f32, int64_t NB, int64_t KB, int layout, int64_t ld, float* out) {
   if (NB * KB == 0) return;
-  weight_scale_kernel<<<static_cast<unsigned>((NB * KB + 255) / 256), 256, 0, DSA_CURRENT_STREAM>>>(in, in_f32 ? 1 : 0, NB, KB, layout, ld, out);
+  pdl::launch(weight_scale_kernel, static_cast<unsigned>((NB * KB + 255) / 256), 256, 0, DSA_CURRENT_STREAM, in,
+              in_f32 ? 1 : 0, NB, KB, layout, ld, out);
 }
 
 }  // namespace dsa::ops::cuda

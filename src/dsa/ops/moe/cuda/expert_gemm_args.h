@@ -35,6 +35,9 @@ struct Args {
   float* ws;          // [splits][rows][N] fp32
   int* counters;      // [num_counters], one per output tile (gridDim.x * gridDim.y)
   int num_counters;
+  // Dense calls: 1 = the decode kernels (stream, GEMV) prefetch the CTA's weight slice into L2
+  // before pdl::entry() (expert_gemm_kernel.cuh, prefetch_dense_weights); 0 = they do not.
+  int prefetch_w;
 };
 
 // Tactics (expert_gemm.h): 0-2 the tile kernel (expert_gemm_kernel.cuh): 0 = 16-row tiles,

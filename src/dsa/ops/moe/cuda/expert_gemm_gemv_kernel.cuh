@@ -51,6 +51,7 @@
 // blocks of 32 and FP8 blocks of 128 never straddle a lane or a warp), N a multiple of 8 (16 with
 // SwiGLU), 16-aligned segments; tensors 16-byte aligned (allocations are).
 #pragma once
+#include "dsa/core/pdl.cuh"
 #include <algorithm>
 #include <type_traits>
 
@@ -376,6 +377,8 @@ __device__ __forceinline__ void gemv_tile(const Args& p, int64_t m0, int e, floa
 // CTA with no such tile exits at once. Dense split-K calls have one tile per CTA.
 template <int FMT, int MW, int WR, int WK, int D>
 __global__ void __launch_bounds__(32 * WR * WK, (GemvCfg<FMT, MW, WR, WK, D>::kMinBlocks)) expert_gemm_gemv_kernel(const Args p) {
+  prefetch_dense_weights<GemvCfg<FMT, MW, WR, WK, D>::BN>(p, FMT == kMxfp4 ? 64 : 128);
+  pdl::entry();
   __shared__ float red[(WK > 1 ? WK - 1 : 1) * WR * 32 * MW * 4];  // partial sums of warps ks >= 1
   const int lane = threadIdx.x & 31;
   const int64_t mseg = static_cast<int64_t>(blockIdx.x) * p.seg_rows;
@@ -413,7 +416,7 @@ bool launch_gemv(const Args& args) {
   dim3 grid(static_cast<unsigned>((b.rows + b.seg_rows - 1) / b.seg_rows), static_cast<unsigned>((ncols + bn_out - 1) / bn_out),
             static_cast<unsigned>(b.splits));
   if (b.splits > 1 && static_cast<int64_t>(grid.x) * grid.y > b.num_counters) return false;
-  expert_gemm_gemv_kernel<FMT, MW, WR, WK, D><<<grid, C::kThreads, 0, DSA_CURRENT_STREAM>>>(b);
+  pdl::launch(expert_gemm_gemv_kernel<FMT, MW, WR, WK, D>, grid, C::kThreads, 0, DSA_CURRENT_STREAM, b);
   return true;
 }
 

@@ -36,6 +36,7 @@
 //         activation tile, so both use the natural k order (no permutes) and the same swizzle.
 // Shared-memory swizzles keep the 16-byte fragment loads conflict-free (see a_off / w_off).
 #pragma once
+#include "dsa/core/pdl.cuh"
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -211,6 +212,7 @@ __device__ __forceinline__ int w_off(int r, int u) {
 
 template <int FMT, int BM, int NTW, int STAGES, int KSPLIT>
 __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p) {
+  pdl::entry();
   using C = Cfg<FMT, BM, NTW, STAGES, KSPLIT>;
   constexpr int BN = C::BN, MT = BM / 16, HALF = NTW / 2, NT = C::kThreads;
   constexpr int JP = 4 / KSPLIT;                 // 16-k steps (pairs of MMAs) per warp per chunk
@@ -528,6 +530,28 @@ __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_kernel(const Args p)
 
 // Args as the kernels read them: callers that leave the split fields zero (no split-K) get one
 // slice of every chunk.
+// Dense calls with p.prefetch_w, before pdl::entry(): L2 prefetches of the weight bytes this CTA
+// will stream (the BN weight rows of column block blockIdx.y, SwiGLU: its gate and up rows, over
+// the k chunks of split blockIdx.z), so that streaming starts while the kernel before, usually a
+// latency-bound small one that leaves DRAM idle, finishes. Safe before the wait: no kernel of a
+// step writes weights. Only the CTAs of row block 0 prefetch (the others read the same rows).
+// chunk_bytes: one weight row's bytes per 128-k chunk (MXFP4 64, FP8 128).
+template <int BN>
+__device__ __forceinline__ void prefetch_dense_weights(const Args& p, int chunk_bytes) {
+  if (!p.prefetch_w || p.m_indices || blockIdx.x != 0) return;
+  const int kc0 = static_cast<int>(blockIdx.z) * p.split_chunks, nk = min(p.K / 128 - kc0, p.split_chunks);
+  const int64_t wrow_bytes = static_cast<int64_t>(p.K / 128) * chunk_bytes;
+  const int lines = (nk * chunk_bytes + 127) / 128;  // per row
+  const int half_n = p.N / 2, nbase = static_cast<int>(blockIdx.y) * BN, cbase = static_cast<int>(blockIdx.y) * (BN / 2);
+  for (int i = threadIdx.x; i < BN * lines; i += blockDim.x) {
+    const int r = i / lines, l = i % lines;
+    const int col = cbase + r % (BN / 2);
+    const int row = p.swiglu ? (r < BN / 2 ? col : half_n + col) : nbase + r;
+    if (p.swiglu ? col < half_n : row < p.N)
+      pdl::prefetch_l2(p.w + row * wrow_bytes + static_cast<int64_t>(kc0) * chunk_bytes + 128 * l);
+  }
+}
+
 inline Args with_split_defaults(const Args& a) {
   Args b = a;
   if (b.splits < 1 || b.split_chunks < 1) {
@@ -556,7 +580,7 @@ bool launch(const Args& args) {
   const int bn_out = a.swiglu ? C::BN / 2 : C::BN;
   dim3 grid((ncols + bn_out - 1) / bn_out, static_cast<unsigned>((a.rows + BM - 1) / BM), static_cast<unsigned>(a.splits));
   if (a.splits > 1 && static_cast<int64_t>(grid.x) * grid.y > a.num_counters) return false;
-  kern<<<grid, C::kThreads, smem, DSA_CURRENT_STREAM>>>(a);
+  pdl::launch(kern, grid, C::kThreads, smem, DSA_CURRENT_STREAM, a);
   return true;
 }
 

@@ -40,6 +40,7 @@
 // rows of output columns c..c+7 and rows 8-15 the matching up rows: a thread's accumulators for
 // rows g and g + 8 are gate and up of one column, combined in the epilogue.
 #pragma once
+#include "dsa/core/pdl.cuh"
 #include <type_traits>
 
 #include "dsa/ops/moe/cuda/expert_gemm_kernel.cuh"
@@ -78,6 +79,8 @@ __device__ __forceinline__ void e2m1x8_bf16(uint32_t w, uint32_t (&p)[4]) {
 
 template <int FMT, int MW, int NTT, int STAGES, int KSPLIT, int KCH>
 __global__ void __launch_bounds__(128 * KSPLIT) expert_gemm_stream_kernel(const Args p) {
+  prefetch_dense_weights<StreamCfg<FMT, MW, NTT, STAGES, KSPLIT, KCH>::BN>(p, FMT == kMxfp4 ? 64 : 128);
+  pdl::entry();
   using C = StreamCfg<FMT, MW, NTT, STAGES, KSPLIT, KCH>;
   constexpr int BN = C::BN, BT = C::BT, NT = C::kThreads;
   // Per warp and chunk: MXFP4 4 words (16 bytes) of each of its rows per lane, FP8 8 words.
@@ -462,7 +465,7 @@ bool launch_stream(const Args& args) {
   const int bn_out = a.swiglu ? C::BN / 2 : C::BN;
   dim3 grid(static_cast<unsigned>((a.rows + C::BT - 1) / C::BT), (ncols + bn_out - 1) / bn_out, static_cast<unsigned>(a.splits));
   if (a.splits > 1 && static_cast<int64_t>(grid.x) * grid.y > a.num_counters) return false;
-  kern<<<grid, C::kThreads, smem, DSA_CURRENT_STREAM>>>(a);
+  pdl::launch(kern, grid, C::kThreads, smem, DSA_CURRENT_STREAM, a);
   return true;
 }
 

@@ -1,5 +1,6 @@
 // Kernels of the contiguous MoE layout: counting + aligned offsets, row assignment, permutation
 // and the weighted combine.
+#include "dsa/core/pdl.cuh"
 #include <cuda_bf16.h>
 
 #include "dsa/ops/moe/cuda/block_scan.cuh"
@@ -16,6 +17,7 @@ namespace {
 // kernel, route_layout.cu, replaces this and the assignment for decode sizes.)
 __global__ void __launch_bounds__(1024) layout_count_kernel(const int32_t* ids, int64_t n, int base, int E, int align,
                                                             int32_t* counts, int32_t* offsets, int32_t* cursor) {
+  pdl::entry();
   __shared__ int32_t hist[1024];
   __shared__ int scratch[64];
   for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
@@ -41,6 +43,7 @@ __global__ void __launch_bounds__(1024) layout_count_kernel(const int32_t* ids, 
 // One thread per (token, slot): claims the next row of its expert. Launch: ceil(n/256) x 256.
 __global__ void layout_assign_kernel(const int32_t* ids, int64_t n, int k, int base, int E, int32_t* cursor, int32_t* dst_row,
                                      int32_t* m_indices, int32_t* src_token) {
+  pdl::entry();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const int32_t e = ids[i] - base;
@@ -56,6 +59,7 @@ __global__ void layout_assign_kernel(const int32_t* ids, int64_t n, int k, int b
 
 // x_perm[r] = x[src_token[r]] (zeros for padding). One CTA per row, 16-byte vectors.
 __global__ void permute_kernel(const uint4* x, const int32_t* src_token, int64_t T, int64_t hv, uint4* xp) {
+  pdl::entry();
   const int64_t r = blockIdx.x;
   const int32_t t = src_token[r];
   for (int64_t j = threadIdx.x; j < hv; j += blockDim.x)
@@ -88,6 +92,7 @@ __device__ __forceinline__ void store_bf16x8(__nv_bfloat16* p, const float (&f)[
 __global__ void __launch_bounds__(128) combine_kernel(const __nv_bfloat16* y, const int32_t* dst_row, const float* w,
                                                       const __nv_bfloat16* shared, __nv_bfloat16* out, int k, int64_t H,
                                                       int64_t rows_cap) {
+  pdl::entry();
   __shared__ int32_t rows[32];
   __shared__ float ws[32];
   const int64_t t = blockIdx.x;
@@ -124,6 +129,7 @@ __global__ void __launch_bounds__(128) combine_kernel(const __nv_bfloat16* y, co
 // step. Same arithmetic as combine_kernel. H % 8 == 0. Launch: T x 256.
 __global__ void combine_any_k_kernel(const __nv_bfloat16* y, const int32_t* dst_row, const float* w, const __nv_bfloat16* shared,
                                __nv_bfloat16* out, int k, int64_t H, int64_t rows_cap) {
+  pdl::entry();
   const int64_t t = blockIdx.x;
   for (int64_t c = threadIdx.x * 8; c < H; c += blockDim.x * 8) {
     float acc[8] = {};
@@ -145,16 +151,16 @@ __global__ void combine_any_k_kernel(const __nv_bfloat16* y, const int32_t* dst_
 
 void launch_layout(const int32_t* ids, int64_t n, int k, int base, int E, int align, int32_t* counts, int32_t* offsets,
                    int32_t* cursor, int32_t* dst_row, int32_t* m_indices, int32_t* src_token) {
-  layout_count_kernel<<<1, 1024, 0, DSA_CURRENT_STREAM>>>(ids, n, base, E, align, counts, offsets, cursor);
+  pdl::launch(layout_count_kernel, 1, 1024, 0, DSA_CURRENT_STREAM, ids, n, base, E, align, counts, offsets, cursor);
   if (n > 0)
-    layout_assign_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, DSA_CURRENT_STREAM>>>(ids, n, k, base, E, cursor, dst_row, m_indices,
-                                                                          src_token);
+    pdl::launch(layout_assign_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, DSA_CURRENT_STREAM, ids, n, k,
+                base, E, cursor, dst_row, m_indices, src_token);
 }
 
 void launch_permute(const void* x, const int32_t* src_token, int64_t T, int64_t H, int64_t rows_cap, void* x_perm) {
   if (rows_cap == 0) return;
-  permute_kernel<<<static_cast<unsigned>(rows_cap), 128, 0, DSA_CURRENT_STREAM>>>(static_cast<const uint4*>(x), src_token, T, H / 8,
-                                                           static_cast<uint4*>(x_perm));
+  pdl::launch(permute_kernel, static_cast<unsigned>(rows_cap), 128, 0, DSA_CURRENT_STREAM, static_cast<const uint4*>(x),
+              src_token, T, H / 8, static_cast<uint4*>(x_perm));
 }
 
 void launch_combine(const void* y, const int32_t* dst_row, const float* w, const void* shared, void* out, int64_t T,
@@ -164,11 +170,12 @@ void launch_combine(const void* y, const int32_t* dst_row, const float* w, const
   const auto* sp = static_cast<const __nv_bfloat16*>(shared);
   auto* op = static_cast<__nv_bfloat16*>(out);
   if (k > 32 || (H / 8 + 127) / 128 > 65535) {
-    combine_any_k_kernel<<<static_cast<unsigned>(T), 256, 0, DSA_CURRENT_STREAM>>>(yp, dst_row, w, sp, op, k, H, rows_cap);
+    pdl::launch(combine_any_k_kernel, static_cast<unsigned>(T), 256, 0, DSA_CURRENT_STREAM, yp, dst_row, w, sp, op, k,
+                H, rows_cap);
     return;
   }
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((H / 8 + 127) / 128));
-  combine_kernel<<<grid, 128, 0, DSA_CURRENT_STREAM>>>(yp, dst_row, w, sp, op, k, H, rows_cap);
+  pdl::launch(combine_kernel, grid, 128, 0, DSA_CURRENT_STREAM, yp, dst_row, w, sp, op, k, H, rows_cap);
 }
 
 }  // namespace dsa::ops::cuda

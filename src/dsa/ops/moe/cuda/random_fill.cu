@@ -1,4 +1,5 @@
 // Device side of random_fill.h: one thread per element, grid-stride. Same hash as the host.
+#include "dsa/core/pdl.cuh"
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -16,6 +17,7 @@ __device__ uint32_t mix(uint64_t i, uint64_t seed) {
   return static_cast<uint32_t>(x >> 16);
 }
 __global__ void fill_kernel(void* p, int64_t n, int kind, uint64_t seed, float lo, float hi, int flag) {
+  pdl::entry();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float u = static_cast<float>(mix(i, seed) & 0xFFFFFF) / 16777216.f;
@@ -34,7 +36,7 @@ __global__ void fill_kernel(void* p, int64_t n, int kind, uint64_t seed, float l
 
 void launch_random_fill(void* p, int64_t n, int kind, uint64_t seed, float lo, float hi, int flag) {
   if (n <= 0) return;
-  fill_kernel<<<4096, 256, 0, DSA_CURRENT_STREAM>>>(p, n, kind, seed, lo, hi, flag);
+  pdl::launch(fill_kernel, 4096, 256, 0, DSA_CURRENT_STREAM, p, n, kind, seed, lo, hi, flag);
 }
 
 }  // namespace dsa::ops::cuda

@@ -1,5 +1,6 @@
 // Fused routing + contiguous MoE layout for decode sizes: one launch instead of route_kernel, two
 // memsets, layout_count_kernel and layout_assign_kernel.
+#include "dsa/core/pdl.cuh"
 #include <cstdint>
 
 #include "dsa/ops/moe/cuda/block_scan.cuh"
@@ -28,6 +29,7 @@ namespace {
 // nseg = rows bound / align; <= ~24 KB for T=32, k=32, E=512, align=16 (below 48 KB: SM120 too).
 template <int J>
 __global__ void __launch_bounds__(1024) route_layout_kernel(RouteLayoutArgs a) {
+  pdl::entry();
   extern __shared__ int sm[];
   // E: the routed experts (logits width); EL: the layout's (local ids id - base, others dropped).
   const int T = a.T, E = a.E, EL = a.EL, k = a.k, n = T * k, W = (EL + 31) / 32;
@@ -140,11 +142,11 @@ bool launch_route_layout(const RouteLayoutArgs& a) {
   const int threads = 32 * (warps_t > warps_e ? warps_t : warps_e);
   auto* st = DSA_CURRENT_STREAM;
   if (a.E <= 128)
-    route_layout_kernel<4><<<1, threads, smem, st>>>(a);
+    pdl::launch(route_layout_kernel<4>, 1, threads, smem, st, a);
   else if (a.E <= 256)
-    route_layout_kernel<8><<<1, threads, smem, st>>>(a);
+    pdl::launch(route_layout_kernel<8>, 1, threads, smem, st, a);
   else
-    route_layout_kernel<16><<<1, threads, smem, st>>>(a);
+    pdl::launch(route_layout_kernel<16>, 1, threads, smem, st, a);
   return true;
 }
 

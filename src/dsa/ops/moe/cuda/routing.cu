@@ -1,4 +1,5 @@
 // Router kernels: fp32 gate logits, and top-k selection + weights.
+#include "dsa/core/pdl.cuh"
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -16,6 +17,7 @@ template <int J>
 __global__ void __launch_bounds__(128) route_warp_kernel(const float* logits, const float* bias, const int32_t* token_ids,
                                                          const int32_t* tid2eid, int64_t vocab, int32_t* ids, float* wts,
                                                          int T, int E, int k, ScoreFunc f, float scaling) {
+  pdl::entry();
   const int lane = threadIdx.x & 31;
   const int t = blockIdx.x * 4 + (threadIdx.x >> 5);
   if (t >= T) return;
@@ -39,6 +41,7 @@ __global__ void __launch_bounds__(128) route_warp_kernel(const float* logits, co
 // Launch: ceil(T/4) x 128.
 __global__ void route_kernel(const float* logits, const float* bias, const int32_t* token_ids, const int32_t* tid2eid,
                              int64_t vocab, int32_t* ids, float* wts, int T, int E, int k, ScoreFunc f, float scaling) {
+  pdl::entry();
   extern __shared__ float sh[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int t = blockIdx.x * 4 + warp;
@@ -111,6 +114,7 @@ __device__ __forceinline__ void load8(const G* p, float* v) {
 // Older mapping, kept for H % 8 != 0, H > 8192 or unaligned rows.
 template <typename G>
 __global__ void router_logits_kernel(const __nv_bfloat16* x, const G* gate, float* logits, int T, int E, int H) {
+  pdl::entry();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int e = blockIdx.x * 8 + warp;
   const int t0 = blockIdx.y * 8;
@@ -167,6 +171,7 @@ __global__ void router_logits_kernel(const __nv_bfloat16* x, const G* gate, floa
 template <typename G, int ES, int C>
 __global__ void __launch_bounds__(256) router_logits_es_kernel(const __nv_bfloat16* x, const G* gate, float* logits,
                                                                int T, int E, int H) {
+  pdl::entry();
   __shared__ float red[32][8][ES];  // [token of the tile][warp][expert]
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int e0 = blockIdx.x * ES;
@@ -233,12 +238,18 @@ bool launch_logits_es(const __nv_bfloat16* x, const G* gate, float* logits, int 
   const dim3 grid((E + ES - 1) / ES);
   auto* st = DSA_CURRENT_STREAM;
   switch (C) {
-    case 1: router_logits_es_kernel<G, ES, 1><<<grid, 256, 0, st>>>(x, gate, logits, T, E, H); return true;
-    case 2: router_logits_es_kernel<G, ES, 2><<<grid, 256, 0, st>>>(x, gate, logits, T, E, H); return true;
-    case 3: router_logits_es_kernel<G, ES, 3><<<grid, 256, 0, st>>>(x, gate, logits, T, E, H); return true;
+    case 1:
+      pdl::launch(router_logits_es_kernel<G, ES, 1>, grid, 256, 0, st, x, gate, logits, T, E, H);
+      return true;
+    case 2:
+      pdl::launch(router_logits_es_kernel<G, ES, 2>, grid, 256, 0, st, x, gate, logits, T, E, H);
+      return true;
+    case 3:
+      pdl::launch(router_logits_es_kernel<G, ES, 3>, grid, 256, 0, st, x, gate, logits, T, E, H);
+      return true;
     case 4:
       if constexpr (ES <= 2) {
-        router_logits_es_kernel<G, ES, 4><<<grid, 256, 0, st>>>(x, gate, logits, T, E, H);
+        pdl::launch(router_logits_es_kernel<G, ES, 4>, grid, 256, 0, st, x, gate, logits, T, E, H);
         return true;
       }
       return false;
@@ -264,14 +275,17 @@ void launch_route(const float* logits, const float* bias, const int32_t* token_i
   const unsigned grid = static_cast<unsigned>((T + 3) / 4);
   auto* st = DSA_CURRENT_STREAM;
   if (E <= 128)
-    route_warp_kernel<4><<<grid, 128, 0, st>>>(logits, bias, token_ids, tid2eid, vocab, ids, wts, T, E, k, f, scaling);
+    pdl::launch(route_warp_kernel<4>, grid, 128, 0, st, logits, bias, token_ids, tid2eid, vocab, ids, wts, T, E, k, f,
+                scaling);
   else if (E <= 256)
-    route_warp_kernel<8><<<grid, 128, 0, st>>>(logits, bias, token_ids, tid2eid, vocab, ids, wts, T, E, k, f, scaling);
+    pdl::launch(route_warp_kernel<8>, grid, 128, 0, st, logits, bias, token_ids, tid2eid, vocab, ids, wts, T, E, k, f,
+                scaling);
   else if (E <= 512)
-    route_warp_kernel<16><<<grid, 128, 0, st>>>(logits, bias, token_ids, tid2eid, vocab, ids, wts, T, E, k, f, scaling);
+    pdl::launch(route_warp_kernel<16>, grid, 128, 0, st, logits, bias, token_ids, tid2eid, vocab, ids, wts, T, E, k, f,
+                scaling);
   else
-    route_kernel<<<grid, 128, 4 * 2 * E * sizeof(float), st>>>(logits, bias, token_ids, tid2eid, vocab, ids, wts, T, E,
-                                                              k, f, scaling);
+    pdl::launch(route_kernel, grid, 128, 4 * 2 * E * sizeof(float), st, logits, bias, token_ids, tid2eid, vocab, ids,
+                wts, T, E, k, f, scaling);
 }
 
 void launch_router_logits(const void* x, const void* gate, bool gate_f32, float* logits, int T, int E, int H) {
@@ -282,9 +296,11 @@ void launch_router_logits(const void* x, const void* gate, bool gate_f32, float*
     return;
   dim3 grid((E + 7) / 8, (T + 7) / 8);
   if (gate_f32)
-    router_logits_kernel<float><<<grid, 256, 0, DSA_CURRENT_STREAM>>>(xp, static_cast<const float*>(gate), logits, T, E, H);
+    pdl::launch(router_logits_kernel<float>, grid, 256, 0, DSA_CURRENT_STREAM, xp, static_cast<const float*>(gate),
+                logits, T, E, H);
   else
-    router_logits_kernel<__nv_bfloat16><<<grid, 256, 0, DSA_CURRENT_STREAM>>>(xp, static_cast<const __nv_bfloat16*>(gate), logits, T, E, H);
+    pdl::launch(router_logits_kernel<__nv_bfloat16>, grid, 256, 0, DSA_CURRENT_STREAM, xp,
+                static_cast<const __nv_bfloat16*>(gate), logits, T, E, H);
 }
 
 }  // namespace dsa::ops::cuda

@@ -1,5 +1,6 @@
 // CUDA versions of the index conversions (sparse_index.h): one thread per output element (grid
 // stride), an atomic increment of the row count per valid element (counts are zeroed first).
+#include "dsa/core/pdl.cuh"
 #include <cuda_runtime.h>
 
 #include "dsa/core/cuda_launch.h"
@@ -18,6 +19,7 @@ __device__ __forceinline__ void emit(const Common& c, int64_t t, int64_t k, int3
 
 // Grid-stride over T*K elements: element (t, k) -> slot of local[t][k].
 __global__ void topk_kernel(Common c, const int32_t* local) {
+  pdl::entry();
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < c.T * c.K;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = e / c.K, k = e % c.K;
@@ -28,6 +30,7 @@ __global__ void topk_kernel(Common c, const int32_t* local) {
 
 // mode 0: HCA (entries [0, visible) with ratio), mode 1: sliding window of width K.
 __global__ void position_kernel(Common c, const int32_t* positions, int mode, int ratio) {
+  pdl::entry();
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < c.T * c.K;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = e / c.K, k = e % c.K;
@@ -61,14 +64,14 @@ void zero_counts(const Common& c, cudaStream_t s) {
 void launch_topk(const Common& c, const int32_t* local, void* stream) {
   auto s = DSA_STREAM_OR_CURRENT(stream);
   zero_counts(c, s);
-  topk_kernel<<<blocks_for(c.T * c.K), 256, 0, s>>>(c, local);
+  pdl::launch(topk_kernel, blocks_for(c.T * c.K), 256, 0, s, c, local);
   cuda_launch::check_launch("sparse_index topk_kernel");
 }
 
 void launch_positions(const Common& c, const int32_t* positions, int mode, int ratio, void* stream) {
   auto s = DSA_STREAM_OR_CURRENT(stream);
   zero_counts(c, s);
-  position_kernel<<<blocks_for(c.T * c.K), 256, 0, s>>>(c, positions, mode, ratio);
+  pdl::launch(position_kernel, blocks_for(c.T * c.K), 256, 0, s, c, positions, mode, ratio);
   cuda_launch::check_launch("sparse_index position_kernel");
 }
 

@@ -5,6 +5,7 @@
 // -inf when it saw no usable key). lse = log sum_s e^{lse_s}; o = sum_s e^{lse_s - lse} o_s,
 // then the sink enters the denominator: o /= 1 + e^{sink - lse}. No usable key at all:
 // o = 0, lse = -inf.
+#include "dsa/core/pdl.cuh"
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -19,6 +20,7 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_kernel(const float* __
                                                                  const float* __restrict__ lse_part,
                                                                  const float* __restrict__ sink, int H, int splits,
                                                                  uint16_t* __restrict__ o, float* __restrict__ lse) {
+  pdl::entry();
   const int64_t th = blockIdx.x;  // t * H + h
   const float* lp = lse_part + th * splits;
   float mx = -INFINITY;
@@ -72,8 +74,8 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_kernel(const float* __
 void launch_combine(const float* o_part, const float* lse_part, const float* sink, int T, int H, int splits,
                     uint16_t* o, float* lse, void* stream) {
   const int64_t blocks = static_cast<int64_t>(T) * H;
-  sparse_mla_combine_kernel<<<static_cast<unsigned>(blocks), 128, 0, DSA_STREAM_OR_CURRENT(stream)>>>(
-      o_part, lse_part, sink, H, splits, o, lse);
+  pdl::launch(sparse_mla_combine_kernel, static_cast<unsigned>(blocks), 128, 0, DSA_STREAM_OR_CURRENT(stream), o_part,
+              lse_part, sink, H, splits, o, lse);
 }
 
 }  // namespace dsa::ops::sparse_mla_cuda

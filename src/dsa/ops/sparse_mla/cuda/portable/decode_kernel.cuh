@@ -26,6 +26,7 @@
 // Output: splits == 1 -> final o (bf16, sink applied) and lse; else fp32 partials normalised by
 // their own sum plus their lse, merged by the combine kernel.
 #pragma once
+#include "dsa/core/pdl.cuh"
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -89,6 +90,7 @@ __device__ __forceinline__ void dequant4(uint32_t w, float scale, uint32_t& out0
 
 template <class G, bool kModel1, int HPC>
 __global__ void __launch_bounds__(HPC / 16 * 4 * 32, 1) sparse_mla_decode_kernel(const DecodeArgs a) {
+  pdl::entry();
   constexpr int NK = kKeysPerTile;
   constexpr int NW = HPC / 16 * 4;
   constexpr int NT = NW * 32;
@@ -365,7 +367,7 @@ void launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     if (dev < 32) attr_set |= 1u << dev;
   }
   dim3 grid(a.T, a.H / HPC, a.splits);
-  kern<<<grid, HPC / 16 * 4 * 32, smem, DSA_STREAM_OR_CURRENT(stream)>>>(a);
+  pdl::launch(kern, grid, HPC / 16 * 4 * 32, smem, DSA_STREAM_OR_CURRENT(stream), a);
 }
 
 }  // namespace dsa::ops::sparse_mla_cuda
