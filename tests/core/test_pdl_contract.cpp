@@ -118,12 +118,15 @@ TEST(PdlContract, EveryKernelUnderSrcWaitsFirst) {
   for (const auto& b : bad) ADD_FAILURE() << b;
 }
 
-// On a GPU where the build's code is SM90+, PDL must actually be on, or the GPU tests would not
-// exercise the overlapping launches at all.
-TEST(PdlCuda, OnForSm90AndLater) {
+// With DSA_PDL=1 on a GPU where the build's code is SM90+, PDL must actually be on, or a test run
+// meant to exercise the overlapping launches would not.
+TEST(PdlCuda, OnWhenAskedForOnSm90AndLater) {
   DSA_REQUIRE_CUDA();
   const char* env = std::getenv("DSA_PDL");
-  if (env && std::string(env) == "0") GTEST_SKIP() << "DSA_PDL=0: PDL turned off by the environment";
+  if (!env || std::string(env) != "1") {
+    EXPECT_FALSE(dsa::pdl::enabled());
+    GTEST_SKIP() << "DSA_PDL is not 1: PDL is off (the default)";
+  }
   const auto& dev = dsa::cuda_devices().at(0);
   if (dev.capability.major < 9) GTEST_SKIP() << "capability " << dev.capability.str() << ": no PDL below SM90";
   EXPECT_TRUE(dsa::pdl::enabled()) << "device " << dev.name << " (" << dev.capability.str() << ")";

@@ -15,13 +15,13 @@ __global__ void probe_kernel() {}
 constexpr int kMaxDevices = 64;
 std::atomic<int> device_state[kMaxDevices];  // 0 unknown, 1 off, 2 on
 
-bool env_is_zero(const char* name) {
+bool env_is(const char* name, const char* value) {
   const char* v = std::getenv(name);
-  return v && std::strcmp(v, "0") == 0;
+  return v && std::strcmp(v, value) == 0;
 }
 
 bool env_allows() {
-  static const bool allowed = !env_is_zero("DSA_PDL");
+  static const bool allowed = env_is("DSA_PDL", "1");
   return allowed;
 }
 
@@ -45,7 +45,7 @@ bool enabled() {
 }
 
 bool prefetch_weights() {
-  static const bool allowed = !env_is_zero("DSA_PDL_PREFETCH");
+  static const bool allowed = !env_is("DSA_PDL_PREFETCH", "0");
   return allowed && enabled();
 }
 

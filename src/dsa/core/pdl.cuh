@@ -13,11 +13,13 @@
 //   * before entry() it may only read memory no kernel of the step writes (weights), e.g. to
 //     prefetch it into L2.
 // tests/core/test_pdl_contract.cpp checks by reading the sources that every __global__ kernel
-// under src/dsa calls entry() (or says why it need not), and the CUDA tests run with PDL on.
+// under src/dsa calls entry() (after at most some weight prefetches); run the CUDA tests with
+// DSA_PDL=1 to exercise the overlapping launches.
 //
-// pdl::launch sets the launch attribute only where pdl::enabled() (the device's code was built
-// for SM90 or later, and DSA_PDL is not 0); otherwise it is a plain launch, and entry() compiles to
-// nothing below SM90. Launch errors are left to cudaGetLastError (cuda_launch::check_launch).
+// pdl::launch sets the launch attribute only where pdl::enabled() (DSA_PDL=1 and the device's
+// code built for SM90 or later); otherwise it is a plain launch (entry()'s wait then returns at
+// once, and below SM90 it compiles to nothing). Launch errors are left to cudaGetLastError
+// (cuda_launch::check_launch).
 #pragma once
 #include <cuda_runtime.h>
 
