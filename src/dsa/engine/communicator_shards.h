@@ -13,6 +13,7 @@ class CommunicatorShards final : public model::ShardGroup {
   int rank() const override { return c_.rank(); }
   int size() const override { return c_.size(); }
   void all_reduce_sum(const Tensor& t) override { c_.all_reduce_sum(t); }
+  void all_gather(const Tensor& in, const Tensor& out) override { c_.all_gather(in, out); }
   parallel::Communicator& communicator() { return c_; }
 
  private:

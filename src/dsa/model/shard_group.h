@@ -15,6 +15,9 @@ class ShardGroup {
   // In place: t = the sum of every rank's t. f32 or bf16, contiguous, the same shape on every
   // rank; every rank calls it at the same point of the forward.
   virtual void all_reduce_sum(const Tensor& t) = 0;
+  // out [size * n][...] = every rank's in [n][...] concatenated along dim 0 in rank order
+  // (contiguous, same dtype and shape on every rank): the vocabulary-parallel LM head's logits.
+  virtual void all_gather(const Tensor& in, const Tensor& out) = 0;
 };
 
 }  // namespace dsa::model

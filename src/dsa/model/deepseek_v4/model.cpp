@@ -10,6 +10,7 @@
 #include "dsa/core/device.h"
 #include "dsa/core/trace.h"
 #include "dsa/model/common/head_padding.h"
+#include "dsa/model/common/vocab_parallel.h"
 #include "dsa/model/deepseek_v4/attention.h"
 #include "dsa/model/deepseek_v4/moe_block.h"
 #include "dsa/model/deepseek_v4/sharding.h"
@@ -134,18 +135,17 @@ void block_forward(const LayerWeights& L, int l, const Step& s, const ops::MhcPa
 }
 
 // The logits of the rows `logit_rows` of the streams X [T][hc][d]: hyper-head (fn, base, scale),
-// norm, then the LM head.
+// norm, then the LM head (whole, or the rank's vocabulary share and an all-gather over shards).
 void head_logits(const Tensor& X, const Tensor& logit_rows, const Tensor& fn, const Tensor& base, const Tensor& scale,
                  const Tensor& norm, const Tensor& head, const ops::MhcParams& mp, const ops::NormParams& np,
-                 const Tensor& logits) {
+                 ShardGroup* shards, const Tensor& logits) {
   const int64_t T = X.size(0), hc = X.size(1), d = X.size(2), R = logit_rows.size(0);
   const Device dev = X.device();
   Tensor Xr = Tensor::empty({R, hc, d}, DType::F32, dev);
   ops::embed_rows(X.reshape({T, hc * d}), logit_rows, Xr.reshape({R, hc * d}));
   Tensor hmix = Tensor::empty({R, hc}, DType::F32, dev), y = Tensor::empty({R, d}, DType::F32, dev);
   ops::mhc_head_norm(Xr, fn, base, scale, mp, norm, np, hmix, Tensor(), y);
-  Tensor out = logits;
-  ops::linear_bf16(ops::cast(y, DType::BF16), head, out);
+  lm_head_logits(ops::cast(y, DType::BF16), head, shards, logits);
 }
 
 ops::MhcParams mhc_params(const ModelConfig& c) {
@@ -269,7 +269,7 @@ void DeepseekV4Model::forward(const StepInputs& in, const Tensor& logits) {
   if (in.hidden_out.defined()) ops::copy_cast(in.hidden_out.reshape({T, hc * d}), X.reshape({T, hc * d}));
 
   // The rows whose logits the step returns (gathered on the device).
-  head_logits(X, in.logit_rows, w_.hc_head_fn, w_.hc_head_base, w_.hc_head_scale, w_.norm, w_.head, mp, np, logits);
+  head_logits(X, in.logit_rows, w_.hc_head_fn, w_.hc_head_base, w_.hc_head_scale, w_.norm, w_.head, mp, np, shards_, logits);
   trace_tensor("v4.logits", logits);
 }
 
@@ -318,7 +318,7 @@ void DeepseekV4Model::draft(const StepInputs& in, const Tensor& logits) {
   attention_pre(M.block, mp, np, X, m, yn);
   block_forward(M.block, layer, s, mp, np, X, m, yn, meta.token_ids, moe_ws_, nullptr, nullptr);
   if (in.hidden_out.defined()) ops::copy_cast(in.hidden_out.reshape({T, hc * d}), X.reshape({T, hc * d}));
-  head_logits(X, in.logit_rows, M.hc_head_fn, M.hc_head_base, M.hc_head_scale, M.norm, w_.head, mp, np, logits);
+  head_logits(X, in.logit_rows, M.hc_head_fn, M.hc_head_base, M.hc_head_scale, M.norm, w_.head, mp, np, nullptr, logits);
   trace_tensor("v4.mtp.logits", logits);
 }
 

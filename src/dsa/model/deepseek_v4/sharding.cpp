@@ -1,6 +1,7 @@
 #include "dsa/model/deepseek_v4/sharding.h"
 
 #include "dsa/core/error.h"
+#include "dsa/model/common/vocab_parallel.h"
 
 namespace dsa::model::v4 {
 
@@ -33,6 +34,7 @@ TpShard tp_shard(const ModelConfig& c, int rank, int size, bool ep) {
   s.inter = rank_range(c.moe_intermediate_size, rank, size, "moe_intermediate_size");
   s.ep = ep && size > 1;
   s.experts = s.ep ? rank_range(c.n_routed_experts, rank, size, "n_routed_experts") : Range{0, c.n_routed_experts};
+  s.vocab = vocab_shard(c.vocab_size, rank, size);
   return s;
 }
 

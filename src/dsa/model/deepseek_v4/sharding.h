@@ -8,7 +8,9 @@
 //   expert-parallel:  with --enable-expert-parallel the routed experts are split by expert instead
 //                     (rank r keeps experts [r E/size, (r+1) E/size), whole); the shared expert
 //                     stays column/row-parallel; the MoE's one all-reduce adds both
-//   replicated:       embedding, head, norms, mHC, wq_a / q_norm (q_res feeds every head and the
+//   vocab-parallel:   head rows of the rank's share of the vocabulary, the logits all-gathered
+//                     (model/common/vocab_parallel.h; replicated when size does not divide it)
+//   replicated:       embedding, norms, mHC, wq_a / q_norm (q_res feeds every head and the
 //                     indexer), wkv / kv_norm (one latent per token), the compressors, the indexer
 //                     (its top-k must be the same on every rank), the router
 // The cuts are taken from the checkpoint's tensors before they go to the device
@@ -28,6 +30,7 @@ struct TpShard {
   Range groups;    // of o_groups
   Range inter;     // of moe_intermediate_size (the shared expert; the routed ones unless ep)
   Range experts;   // of n_routed_experts: the routed experts the rank keeps (all unless ep)
+  Range vocab;     // of vocab_size: the LM head rows the rank keeps (all when size does not divide it)
   bool ep = false; // expert parallelism: routed experts split by `experts`, each whole
   bool split() const { return size > 1; }
 };

@@ -235,7 +235,10 @@ ModelWeights build_model_weights(LoadedWeights loaded, const ModelConfig& c, Dev
   m.loaded = std::move(loaded);
   const LoadedWeights& w = m.loaded;
   m.embed = w.get("embed.weight").to(dev);
-  m.head = w.get("head.weight").to(dev);
+  // The rank's vocabulary share of the head (all of it unless tp splits the vocabulary), cut on
+  // the host so only that part reaches the device.
+  const Tensor head = w.get("head.weight");
+  m.head = (tp.split() && tp.vocab.size() != head.size(0) ? gather_ranges(head, 0, {tp.vocab}) : head).to(dev);
   m.norm = w.get("norm.weight").to(dev);
   m.hc_head_fn = w.get("hc_head_fn").to(dev);
   m.hc_head_base = w.get("hc_head_base").to(dev);

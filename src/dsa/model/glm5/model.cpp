@@ -10,6 +10,7 @@
 #include "dsa/core/log.h"
 #include "dsa/core/trace.h"
 #include "dsa/model/common/head_padding.h"
+#include "dsa/model/common/vocab_parallel.h"
 #include "dsa/model/dummy_weights.h"
 #include "dsa/model/glm5/sharding.h"
 #include "dsa/model/schema/from_model_config.h"
@@ -181,7 +182,7 @@ void Model::forward(const StepInputs& in, const Tensor& logits) {
   DSA_CHECK(T > 0 && md.token_ids.defined(), "glm5 forward: a step needs token ids (got {} tokens)", T);
   DSA_CHECK(in.logit_rows.defined() && in.logit_rows.dim() == 1, "glm5 forward: logit_rows must be i32 [N]");
   const int64_t R = in.logit_rows.size(0);
-  logits.check("glm5 forward: logits", DType::F32, {R, w_.lm_head.size(0)});
+  logits.check("glm5 forward: logits", DType::F32, {R, dims_.vocab});
   Step step = make_step(in);
 
   // Residual stream in f32; block inputs and outputs in bf16. Everything below runs on the
@@ -240,8 +241,7 @@ void Model::head_logits(const Tensor& x, const Tensor& logit_rows, const Tensor&
   ops::embed_rows(x, logit_rows, rows);
   Tensor hn = Tensor::empty({R, Hd}, DType::BF16, device_);
   ops::rms_norm(rows, norm, hn, rms);
-  Tensor out = logits;
-  ops::linear_bf16(hn, w_.lm_head, out);
+  lm_head_logits(hn, w_.lm_head, shards_, logits);  // whole, or the rank's vocabulary share + all-gather
 }
 
 void Model::draft(const StepInputs& in, const Tensor& logits) {
@@ -255,7 +255,7 @@ void Model::draft(const StepInputs& in, const Tensor& logits) {
   DSA_CHECK(in.hidden_src.defined() && in.hidden_src.dim() == 2 && in.hidden_src.size(1) == Hd &&
                 in.hidden_rows.defined() && in.hidden_rows.numel() == T,
             "glm5 draft: hidden_src must be f32 [S][{}] and hidden_rows i32 [{}]", Hd, T);
-  logits.check("glm5 draft: logits", DType::F32, {in.logit_rows.size(0), w_.lm_head.size(0)});
+  logits.check("glm5 draft: logits", DType::F32, {in.logit_rows.size(0), dims_.vocab});
   const ops::NormParams rms{static_cast<float>(cfg_.rms_norm_eps)};
   Step step = make_step(in);
 

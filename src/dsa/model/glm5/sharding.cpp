@@ -2,6 +2,7 @@
 
 #include "dsa/core/error.h"
 #include "dsa/model/common/shard_slices.h"
+#include "dsa/model/common/vocab_parallel.h"
 
 namespace dsa::model::glm5 {
 
@@ -30,6 +31,8 @@ int64_t tp_local_heads(const schema::Glm5Dims& d, int size) {
 void shard_weights(Weights& w, const schema::Glm5Dims& d, int rank, int size, bool ep) {
   if (size == 1) return;
   const Range h = rank_range(d.heads, rank, size, "num_attention_heads");
+  const Range v = vocab_shard(d.vocab, rank, size);
+  if (v.size() != d.vocab) w.lm_head = gather_ranges(w.lm_head, 0, {v});
   const int64_t qd = d.qk_nope + d.qk_rope;
   for (size_t l = 0; l < w.layers.size(); ++l) {
     LayerWeights& L = w.layers[l];

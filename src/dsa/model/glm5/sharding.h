@@ -6,8 +6,10 @@
 //                     same slice -> partial sum, all-reduced (one all-reduce per MLP / MoE)
 //   expert-parallel:  with --enable-expert-parallel the routed experts are split by expert instead
 //                     (whole experts per rank); the shared expert stays column/row-parallel
+//   vocab-parallel:   lm_head rows of the rank's share of the vocabulary, the logits all-gathered
+//                     (model/common/vocab_parallel.h; replicated when size does not divide it)
 //   replicated:       embedding, q_a / kv_a (the latent KV is per token, so every rank writes its
-//                     own full copy of the latent cache), norms, indexer, router, LM head
+//                     own full copy of the latent cache), norms, indexer, router
 #pragma once
 #include <cstdint>
 
