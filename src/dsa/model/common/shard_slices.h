@@ -1,8 +1,8 @@
 // Tensor-parallel shards cut out of full weights: ranges of rows or columns copied into new
 // contiguous tensors, with the quantization scale blocks that cover them (FP8 128x128, MXFP4
 // 1x32). The forwards' sharding plans (glm5/sharding.h, docs/parallelism.md) are written with
-// these. For now the ranks cut their shard from the fully loaded weights; loading only the shard
-// from the memory-mapped checkpoint is left for later.
+// these. Both models cut each tensor of a rank's shard from the memory-mapped checkpoint on the
+// host while they build their weights, so only the shard reaches the device.
 #pragma once
 #include <cstdint>
 #include <string_view>

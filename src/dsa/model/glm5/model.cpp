@@ -127,11 +127,10 @@ Model::Model(const std::string& dir, Device device, const Options& opt) : device
   }
   const int tp = opt.shards ? opt.shards->size() : 1;
   const int64_t local_heads = tp_local_heads(dims_, tp);  // checked before the weights are built
-  w_ = build_weights(lw, dims_, device, opt.absorbed_dtype, opt.load_mtp);
-  if (tp > 1) {
-    shard_weights(w_, dims_, opt.shards->rank(), tp, opt.expert_parallel);
-    shards_ = opt.shards;
-  }
+  Shard shard;
+  if (tp > 1) shard = {opt.shards->rank(), tp, opt.expert_parallel};
+  w_ = build_weights(lw, dims_, device, opt.absorbed_dtype, opt.load_mtp, shard);
+  if (tp > 1) shards_ = opt.shards;
 
   AttentionConfig& a = attn_cfg_;
   a.heads = local_heads;

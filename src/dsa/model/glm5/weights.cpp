@@ -1,5 +1,6 @@
 #include "dsa/model/glm5/weights.h"
 
+#include <array>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -8,6 +9,9 @@
 #include "dsa/core/error.h"
 #include "dsa/formats/fp8_block.h"
 #include "dsa/model/common/expert_stack.h"
+#include "dsa/model/common/shard_slices.h"
+#include "dsa/model/common/vocab_parallel.h"
+#include "dsa/model/glm5/sharding.h"
 #include "dsa/ops/tensor/tensor_ops.h"
 
 namespace dsa::model::glm5 {
@@ -65,7 +69,7 @@ ops::ExpertWeights stack_experts(const std::vector<std::vector<const Linear*>>& 
 }  // namespace
 
 Weights build_weights(const LoadedWeights& lw, const schema::Glm5Dims& d, Device dev, std::optional<DType> absorbed,
-                      bool mtp) {
+                      bool mtp, const Shard& tp) {
   const DType absorbed_dtype = absorbed.value_or(dev.is_cuda() ? DType::BF16 : DType::F32);
   DSA_CHECK(absorbed_dtype == DType::F32 || absorbed_dtype == DType::BF16,
             "glm5: absorbed MLA weights (w_uk, w_uv) are stored in f32 or bf16, not {}", dtype_name(absorbed_dtype));
@@ -77,21 +81,46 @@ Weights build_weights(const LoadedWeights& lw, const schema::Glm5Dims& d, Device
                        "glm5: " + base + ".weight");
   };
   auto vec = [&](const std::string& n) { return get(n).to(dev); };
+  // A linear cut on the host to the rank's rows (dim 0) or columns (dim 1) of `r` when tp splits
+  // (sharding.h), then on `dev`; whole otherwise.
+  auto split_linear = [&](const std::string& base, int dim, Range r, const std::string& what) {
+    if (!tp.split()) return linear(base, dev);
+    const Linear host = linear(base);
+    return (dim == 0 ? linear_rows(host, {r}, what) : linear_cols(host, {r}, what)).to(dev);
+  };
+  const Range heads = tp.split() ? rank_range(d.heads, tp.rank, tp.size, "num_attention_heads") : Range{0, d.heads};
+  const int64_t qd = d.qk_nope + d.qk_rope;
 
   Weights W;
   W.embed = get("model.embed_tokens.weight").to(dev);
   W.final_norm = vec("model.norm.weight");
-  W.lm_head = to_bf16(get("lm_head.weight")).to(dev);
+  {  // vocabulary-parallel when tp divides the vocabulary (model/common/vocab_parallel.h)
+    const Tensor head = to_bf16(get("lm_head.weight"));
+    const Range v = vocab_shard(head.size(0), tp.rank, tp.size);
+    W.lm_head = (v.size() == head.size(0) ? head : gather_ranges(head, 0, {v})).to(dev);
+  }
+  // A SwiGLU MLP's gate / up / down linears (host) as the rank keeps them: the rows (gate, up) and
+  // columns (down) of its tp_inter_range slice when tp splits, else whole.
+  auto swiglu_parts = [&](Linear g, Linear u, Linear dn, const std::string& what) {
+    if (tp.split()) {
+      const Range r = tp_inter_range(g.out_features(), tp, what);
+      g = linear_rows(g, {r}, what + " gate");
+      u = linear_rows(u, {r}, what + " up");
+      dn = linear_cols(dn, {r}, what + " down");
+    }
+    return std::array<Linear, 3>{std::move(g), std::move(u), std::move(dn)};
+  };
   // Layer l's weights; has_indexer / dense as the layer's type says (the MTP layer: full, MoE).
   auto load_layer = [&](int64_t l, bool has_indexer, bool dense) {
     const std::string p = fmt::format("model.layers.{}.", l), a = p + "self_attn.", m = p + "mlp.";
+    const std::string at = fmt::format("layer {}", l);
     LayerWeights L;
     L.input_norm = vec(p + "input_layernorm.weight");
     L.post_attn_norm = vec(p + "post_attention_layernorm.weight");
     L.q_a = linear(a + "q_a_proj", dev);
-    L.q_b = linear(a + "q_b_proj", dev);
+    L.q_b = split_linear(a + "q_b_proj", 0, {heads.begin * qd, heads.end * qd}, at + " q_b_proj");
     L.kv_a = linear(a + "kv_a_proj_with_mqa", dev);
-    L.o_proj = linear(a + "o_proj", dev);
+    L.o_proj = split_linear(a + "o_proj", 1, {heads.begin * d.v_head, heads.end * d.v_head}, at + " o_proj");
     L.q_a_norm = vec(a + "q_a_layernorm.weight");
     L.kv_a_norm = vec(a + "kv_a_layernorm.weight");
 
@@ -110,6 +139,10 @@ Weights build_weights(const LoadedWeights& lw, const schema::Glm5Dims& d, Device
       for (int64_t i = 0; i < Dn; ++i)
         for (int64_t c = 0; c < C; ++c) uk[(h * C + c) * Dn + i] = rows[i * C + c];
       std::memcpy(uv + h * Dv * C, rows + Dn * C, sizeof(float) * Dv * C);
+    }
+    if (tp.split()) {  // the rank's heads
+      L.w_uk = gather_ranges(L.w_uk, 0, {heads});
+      L.w_uv = gather_ranges(L.w_uv, 0, {heads});
     }
     if (absorbed_dtype != DType::F32) {
       L.w_uk = ops::cast(L.w_uk, absorbed_dtype);
@@ -138,29 +171,40 @@ Weights build_weights(const LoadedWeights& lw, const schema::Glm5Dims& d, Device
 
     L.dense = dense;
     if (L.dense) {
-      const Linear g = linear(m + "gate_proj"), u = linear(m + "up_proj"), dn = linear(m + "down_proj");
-      L.moe.shared_w13 = stack_experts({{&g, &u}}, m + "gate_proj/up_proj", dev);
-      L.moe.shared_w2 = stack_experts({{&dn}}, m + "down_proj", dev);
+      const auto mlp = swiglu_parts(linear(m + "gate_proj"), linear(m + "up_proj"), linear(m + "down_proj"),
+                                    at + " dense MLP");
+      L.moe.shared_w13 = stack_experts({{&mlp[0], &mlp[1]}}, m + "gate_proj/up_proj", dev);
+      L.moe.shared_w2 = stack_experts({{&mlp[2]}}, m + "down_proj", dev);
     } else {
       L.moe.gate = get(m + "gate.weight").to(dev);
       L.moe.gate_bias = get(m + "gate.e_score_correction_bias").to(dev);
-      std::vector<Linear> lin;
-      lin.reserve(static_cast<size_t>(3 * d.experts));
-      for (int64_t e = 0; e < d.experts; ++e)
-        for (const char* n : {"gate_proj", "up_proj", "down_proj"})
-          lin.push_back(linear(fmt::format("{}experts.{}.{}", m, e, n)));
+      // Expert parallelism: the rank's whole experts; else every expert, each cut to the rank's
+      // intermediate slice when tp splits.
+      const Range er = tp.split() && tp.ep ? rank_range(d.experts, tp.rank, tp.size,
+                                                         "--enable-expert-parallel: " + at + " routed experts")
+                                           : Range{0, d.experts};
+      L.expert_base = er.begin;
+      std::vector<std::array<Linear, 3>> lin;
+      lin.reserve(static_cast<size_t>(er.size()));
+      for (int64_t e = er.begin; e < er.end; ++e) {
+        auto part = [&](const char* n) { return linear(fmt::format("{}experts.{}.{}", m, e, n)); };
+        if (tp.ep)
+          lin.push_back({part("gate_proj"), part("up_proj"), part("down_proj")});
+        else
+          lin.push_back(swiglu_parts(part("gate_proj"), part("up_proj"), part("down_proj"), at + " routed experts"));
+      }
       std::vector<std::vector<const Linear*>> w13, w2;
-      for (int64_t e = 0; e < d.experts; ++e) {
-        w13.push_back({&lin[3 * e], &lin[3 * e + 1]});
-        w2.push_back({&lin[3 * e + 2]});
+      for (const auto& x : lin) {
+        w13.push_back({&x[0], &x[1]});
+        w2.push_back({&x[2]});
       }
       L.moe.w13 = stack_experts(w13, m + "experts.*.gate_proj/up_proj", dev);
       L.moe.w2 = stack_experts(w2, m + "experts.*.down_proj", dev);
       if (d.shared_experts > 0) {
-        const Linear g = linear(m + "shared_experts.gate_proj"), u = linear(m + "shared_experts.up_proj"),
-                     dn = linear(m + "shared_experts.down_proj");
-        L.moe.shared_w13 = stack_experts({{&g, &u}}, m + "shared_experts.gate_proj/up_proj", dev);
-        L.moe.shared_w2 = stack_experts({{&dn}}, m + "shared_experts.down_proj", dev);
+        const auto se = swiglu_parts(linear(m + "shared_experts.gate_proj"), linear(m + "shared_experts.up_proj"),
+                                     linear(m + "shared_experts.down_proj"), at + " shared expert");
+        L.moe.shared_w13 = stack_experts({{&se[0], &se[1]}}, m + "shared_experts.gate_proj/up_proj", dev);
+        L.moe.shared_w2 = stack_experts({{&se[2]}}, m + "shared_experts.down_proj", dev);
       }
     }
     return L;

@@ -66,11 +66,21 @@ struct Weights {
   std::vector<MtpWeights> mtp;  // num_nextn_predict_layers
 };
 
+// Which part of the model a tensor-parallel rank builds (sharding.h has the plan): rank of
+// size; ep = the routed experts split by expert instead of by intermediate slice.
+struct Shard {
+  int rank = 0, size = 1;
+  bool ep = false;
+  bool split() const { return size > 1; }
+};
+
 // Builds the forward's weights from loaded checkpoint tensors (on the CPU) and moves them to
 // `device` (with `mtp`, the MTP layers too). FP8 and BF16 checkpoints both load; a stack mixing
 // the two formats (e.g. an expert whose gate is FP8 and up BF16) throws dsa::Error naming the
 // tensors. `absorbed`: dtype of w_uk / w_uv (f32 or bf16); unset = f32 on the CPU, bf16 on CUDA.
+// `tp`: the rank's shard, cut from the host tensors before the copy to `device`, so the device
+// only ever holds the shard; a size that does not divide a split dimension throws naming it.
 Weights build_weights(const LoadedWeights& lw, const schema::Glm5Dims& d, Device device,
-                      std::optional<DType> absorbed = std::nullopt, bool mtp = false);
+                      std::optional<DType> absorbed = std::nullopt, bool mtp = false, const Shard& tp = {});
 
 }  // namespace dsa::model::glm5
