@@ -75,7 +75,7 @@ LoadedModel load_model(const std::string& dir, Device dev, int tp_size, const mo
             "--enable-expert-parallel splits the experts over tensor-parallel ranks: it needs --tensor-parallel-size "
             "above 1");
   engine::check_tensor_parallel_size(cfg, tp_size, lo.expert_parallel);
-  engine::check_tensor_parallel_options(tp_size, speculative_tokens);
+  engine::check_tensor_parallel_options(tp_size, speculative_tokens, dist.nnodes > 1);
   LoadedModel m;
   DSA_CHECK(dist.nnodes >= 1, "--nnodes must be >= 1, got {}", dist.nnodes);
   if (dist.nnodes > 1 || !dist.init_addr.empty() || dist.node_rank != 0) {
@@ -100,6 +100,7 @@ LoadedModel load_model(const std::string& dir, Device dev, int tp_size, const mo
     engine::TpLoadOptions to;
     to.weights = lo.weights;
     to.expert_parallel = lo.expert_parallel;
+  to.mtp = lo.mtp;
     m.tp = std::make_unique<engine::TensorParallelModels>(std::move(comm), dir, dev, to);
     return m;
   }
@@ -114,6 +115,7 @@ LoadedModel load_model(const std::string& dir, Device dev, int tp_size, const mo
   engine::TpLoadOptions to;
   to.weights = lo.weights;
   to.expert_parallel = lo.expert_parallel;
+  to.mtp = lo.mtp;
   m.tp = std::make_unique<engine::TensorParallelModels>(dir, tp_size, devs, to);
   return m;
 }

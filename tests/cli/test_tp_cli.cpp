@@ -140,6 +140,22 @@ TEST(TensorParallelCli, GenerateOverTwoExpertParallelRanks) {
   expect_generate_over_two_ranks(dirs().v4_tp, " --enable-expert-parallel");
 }
 
+// --speculative-tokens over two in-process ranks (the MTP layer sharded as the others): the greedy
+// ids of the same ranks decoding without drafts.
+TEST(TensorParallelCli, GenerateWithDraftsOverTwoRanks) {
+  DSA_REQUIRE_DSA_BINARY();
+  for (const std::string& dir : {dirs().glm, dirs().v4_tp}) {
+    const std::string gen =
+        "generate --model " + dir + " --prompt-ids 5,9,2,7,11,3 --max-tokens 8 --tensor-parallel-size 2";
+    const CliResult plain = run_dsa(gen);
+    ASSERT_EQ(plain.rc, 0) << plain.out;
+    const CliResult spec = run_dsa(gen + " --speculative-tokens 2");
+    ASSERT_EQ(spec.rc, 0) << spec.out;
+    EXPECT_EQ(ids_of(spec.out), ids_of(plain.out)) << spec.out << plain.out;
+    EXPECT_EQ(ids_of(spec.out).size(), 8u) << spec.out;
+  }
+}
+
 TEST(TensorParallelCli, BenchDecodeReportsTheAllReduce) {
   DSA_REQUIRE_DSA_BINARY();
   const CliResult r = run_dsa("bench decode --model " + dirs().glm +
@@ -169,15 +185,9 @@ TEST(TensorParallelCli, BadSizesAreCleanErrors) {
   expect_clean_error(run_dsa("generate --model " + dirs().v4 + gen + " --tensor-parallel-size 2"),
                      "tensor parallel size (--tensor-parallel-size) 2: moe_intermediate_size 128 / 2 = 64 is not a "
                      "multiple of 128");
-  expect_clean_error(
-      run_dsa("generate --model " + dirs().v4_tp + gen + " --tensor-parallel-size 2 --speculative-tokens 1"),
-      "--speculative-tokens 1 with --tensor-parallel-size 2: speculative decoding does not run with tensor parallelism");
   // The stock tiny GLM: its intermediate sizes leave 2 ranks 64 of the experts' (not a multiple of 128).
   expect_clean_error(run_dsa("generate --model " + dirs().stock_glm + gen + " --tensor-parallel-size 2"),
                      "rank 0 of 2: tensor parallel size 2: layer 1 routed experts intermediate size 128 / 2 = 64");
-  expect_clean_error(
-      run_dsa("generate --model " + dirs().glm + gen + " --tensor-parallel-size 2 --speculative-tokens 1"),
-      "--speculative-tokens 1 with --tensor-parallel-size 2: speculative decoding does not run with tensor parallelism");
   expect_clean_error(run_dsa("generate --model " + dirs().glm + gen + " --tensor-parallel-size 2 --show-top 3"),
                      "generate: --show-top runs one model without the engine");
   expect_clean_error(run_dsa("bench decode --model " + dirs().glm +
@@ -238,6 +248,10 @@ TEST(TensorParallelCli, BadProcessSetUpsAreCleanErrors) {
   expect_clean_error(run_dsa(gen + " --tensor-parallel-size 2 --nnodes 2 --dist-init-addr localhost"),
                      "--dist-init-addr 'localhost' must be HOST:PORT");
   expect_clean_error(run_dsa(gen + " --node-rank 1"), "--node-rank / --dist-init-addr need --nnodes above 1");
+  expect_clean_error(run_dsa(gen + " --tensor-parallel-size 2 --nnodes 2 --node-rank 0 --speculative-tokens 1 "
+                                   "--dist-init-addr 127.0.0.1:1"),
+                     "--speculative-tokens 1 with --nnodes 2: speculative decoding runs with the tensor-parallel ranks "
+                     "of one process only");
   // A rank 1 whose rank 0 never comes: a bounded wait, then an error naming the address.
   expect_clean_error(run_dsa(gen + " --tensor-parallel-size 2 --nnodes 2 --node-rank 1 --dist-timeout 1 "
                                    "--dist-init-addr 127.0.0.1:" + std::to_string(free_port())),

@@ -169,15 +169,60 @@ TEST_P(TpEngine, DeepseekV4GreedyTokensEqualTheWholeModel) {
   expect_greedy_tokens_equal(test::tp_v4_checkpoint_dir(kTopk), GetParam().tp, device(), {250, 20, 12, 9}, o);
 }
 
+// Speculative decoding over tensor-parallel ranks: the MTP layer sharded as the others, every
+// rank with hand-over buffers of its own, and (DeepSeek-V4, CSA windows of 4 positions) the
+// compressor-state rollback of a rejected span on every rank. Greedy tokens equal those of the
+// same ranks decoding without drafts, token for token (each row's arithmetic, all-reduces
+// included, does not depend on what else the step holds), with preemptions on the way.
+TEST_P(TpEngine, SpeculativeGreedyTokensEqualDecodingWithoutDrafts) {
+  const int tp = GetParam().tp;
+  for (const bool v4 : {false, true}) {
+    const std::string dir = v4 ? test::tp_v4_checkpoint_dir(kTopk) : test::tp_checkpoint_dir(true, kTopk);
+    TpLoadOptions lo;
+    lo.mtp = true;
+    TensorParallelModels models(dir, tp, {device()}, lo);
+    EngineOptions o = options();
+    if (v4) {  // V4 pages hold 256 tokens: one page per request, 3 for 4 requests
+      o.max_model_len = 512;
+      o.max_step_tokens = 64;
+    }
+    const std::vector<int64_t> lengths = v4 ? std::vector<int64_t>{30, 21, 12, 9} : std::vector<int64_t>{50, 45, 60, 9};
+    const auto prompts = test::random_prompts(lengths, models.model(0).config().vocab_size, kPromptSeed);
+    EngineRun base;
+    {
+      Engine e(models, o);
+      base = generate(e, prompts);
+    }
+    for (const int n : {1, 3}) {
+      EngineOptions so = o;
+      so.speculative_tokens = n;
+      Engine e(models, so);
+      const EngineRun spec = generate(e, prompts);
+      EXPECT_EQ(spec.tokens, base.tokens) << (v4 ? "deepseek_v4" : "glm5") << ", N = " << n;
+      const SpecStats& st = e.spec_stats();
+      EXPECT_GT(st.drafted, 0) << "no draft was verified";
+      if (v4) EXPECT_GT(st.rollbacks, 0) << "no compressor-state rollback ran";
+      std::printf("%s tp %d N %d: %lld drafted, %lld accepted, %lld rollbacks, %lld preemptions\n",
+                  v4 ? "deepseek_v4" : "glm5", tp, n, static_cast<long long>(st.drafted),
+                  static_cast<long long>(st.accepted), static_cast<long long>(st.rollbacks),
+                  static_cast<long long>(spec.preemptions));
+    }
+  }
+}
+
 // What a tensor-parallel engine cannot run is refused by name, before a step.
 TEST_P(TpEngine, RefusesWhatItCannotRun) {
   const int tp = GetParam().tp;
   TensorParallelModels models(test::tp_checkpoint_dir(true, kTopk), tp, {device()});
   EngineOptions o = options();
-  o.speculative_tokens = 2;
+  o.speculative_tokens = 2;  // the MTP layer was not loaded (TpLoadOptions::mtp)
   EXPECT_EQ(error_of([&] { Engine e(models, o); }),
-            fmt::format("--speculative-tokens 2 with --tensor-parallel-size {}: speculative decoding does not run with "
-                        "tensor parallelism yet (the MTP layer is not sharded); use one or the other",
+            "engine: --speculative-tokens 2: the model was loaded without its MTP layer "
+            "(model::LoadModelOptions::mtp)");
+  EXPECT_EQ(error_of([&] { check_tensor_parallel_options(tp, 1, /*distributed=*/true); }),
+            fmt::format("--speculative-tokens 1 with --nnodes {}: speculative decoding runs with the tensor-parallel "
+                        "ranks of one process only (the draft steps are not sent between processes yet); use one "
+                        "process or no drafts",
                         tp));
   // The stock tiny V4: 2 output groups, expert intermediate size 128.
   const std::string v4 = test::tiny_model_dir("deepseek_v4");

@@ -43,7 +43,7 @@ Engine::Engine(TensorParallelModels& tp, EngineOptions options) : Engine(tp.mode
 
 Engine::Engine(model::CausalLM& lm, TensorParallelModels* tp, EngineOptions options) : lm_(lm), opt_(std::move(options)) {
   opt_.validate();
-  if (tp) check_tensor_parallel_options(tp->size(), opt_.speculative_tokens);
+  if (tp) check_tensor_parallel_options(tp->size(), opt_.speculative_tokens, tp->distributed());
   const model::ModelConfig& cfg = lm_.config();
   const int64_t ctx = cfg.max_position_embeddings;
   max_model_len_ = opt_.max_model_len > 0 ? opt_.max_model_len : ctx;
@@ -89,12 +89,12 @@ Engine::Engine(model::CausalLM& lm, TensorParallelModels* tp, EngineOptions opti
                                     (opt_.decode_padding == EngineOptions::DecodePadding::WithGraphs && runner_->graphs())))
     runner_->set_decode_padding(std::min<int64_t>({opt_.graph_max_batch > 0 ? opt_.graph_max_batch : opt_.max_running,
                                                    opt_.max_running, std::max<int64_t>(opt_.graph_max_tokens, 1)}));
-  if (opt_.speculative_tokens > 0) drafter_ = std::make_unique<Drafter>(lm_, *runner_, *kv_);
   if (tp && tp->size() > 1) {  // after set_graphs: tensor-parallel steps run eagerly (tp_ranks.h)
     tp_ = std::make_unique<TpRanks>(*tp, *kv_, *runner_, ko, opt_.max_step_tokens, opt_.max_running);
     log_info("tensor parallel: {} ranks (rank 0 on {}); collectives through host memory, CUDA graphs off", tp->size(),
              tp->device(0).str());
   }
+  if (opt_.speculative_tokens > 0) drafter_ = std::make_unique<Drafter>(lm_, *runner_, *kv_, tp_.get());
   if (opt_.log_capacity)
     log_info("KV cache: {:.2f} GiB ({}) holds {} tokens of context = {} concurrent requests of {} tokens (max_running "
              "{}, max_step_tokens {})",
@@ -340,19 +340,23 @@ std::vector<StepOutput> Engine::step() {
     }
   }
   if (rows.empty()) rows.push_back(RowRequest{b.num_tokens() - 1, {}, false});  // prefill only: one unused row
-  StepExtras extras;
+  std::vector<StepExtras> extras;  // per rank
   if (drafter_) {
-    extras.hidden_out = drafter_->target_hidden(b.num_tokens());
-    // A rejected draft may have to undo the compressor state (rollback_needs_state): snapshot it.
+    extras = drafter_->target_extras(b.num_tokens());
+    // A rejected draft may have to undo the compressor state (rollback_needs_state): snapshot it
+    // (on every tensor-parallel rank: each holds the state in its own pools).
     if (!kv_->requirements().states.empty()) {
       cuda_stream::StreamScope on_stream(runner_->stream());
       for (size_t i = 0; i < plan.size(); ++i)
         if (drafted[i] > 0 && rollback_needs_state(kv_->groups(), plan[i].seq->computed + 1,
-                                                   plan[i].seq->computed + 1 + drafted[i]))
+                                                   plan[i].seq->computed + 1 + drafted[i])) {
           kv_->save_state(plan[i].seq->id);
+          if (tp_) tp_->save_state_slot(kv_->state_slot(plan[i].seq->id));
+        }
     }
   }
-  const StepResult res = tp_ ? tp_->run(b, rows) : runner_->run(b, rows, drafter_ ? &extras : nullptr);
+  const StepResult res = tp_ ? tp_->run(b, rows, drafter_ ? &extras : nullptr)
+                             : runner_->run(b, rows, drafter_ ? &extras[0] : nullptr);
   const int64_t V = lm_.config().vocab_size;
   auto logits_of = [&](int row) { return res.logits.data<float>() + res.logits_row[static_cast<size_t>(row)] * V; };
 
@@ -454,6 +458,7 @@ std::vector<StepOutput> Engine::step() {
         if (rollback_needs_state(kv_->groups(), keep, s.computed) && !kv_->requirements().states.empty()) {
           cuda_stream::StreamScope on_stream(runner_->stream());
           kv_->restore_state(id);
+          if (tp_) tp_->restore_state_slot(kv_->state_slot(id));
           kv_->truncate(id, step_start);
           s.computed = step_start;
           ++spec_.rollbacks;

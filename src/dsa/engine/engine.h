@@ -115,8 +115,8 @@ class Engine {
   Engine(model::CausalLM& lm, EngineOptions options = {});
   // Tensor parallelism (docs/parallelism.md, tp_ranks.h): this engine schedules, rank 0 samples,
   // every rank of `tp` runs each step on its shard with KV pools of its own (each rank's budget
-  // from its own device). CUDA graphs are off and speculative decoding is refused (options that
-  // ask for it fail). `tp` must outlive the engine.
+  // from its own device). CUDA graphs are off; speculative decoding runs over in-process ranks
+  // (not across processes: refused). `tp` must outlive the engine.
   Engine(TensorParallelModels& tp, EngineOptions options = {});
   ~Engine();
   Engine(const Engine&) = delete;

@@ -269,10 +269,11 @@ StepResult ModelRunner::run(const kv::Batch& batch, const std::vector<RowRequest
 
 // Tensor parallelism (tp_ranks.h): every rank runs the metadata rank 0's KV bookkeeping built,
 // unpadded (TP steps run eagerly).
-StepResult ModelRunner::run_prepared(kv::BatchMetadata meta, const std::vector<RowRequest>& rows) {
+StepResult ModelRunner::run_prepared(kv::BatchMetadata meta, const std::vector<RowRequest>& rows,
+                                     const StepExtras* extras) {
   const auto t_start = std::chrono::steady_clock::now();
   check_rows(rows, meta.num_tokens());
-  return execute(meta, rows, static_cast<int64_t>(rows.size()), nullptr, t_start, false);
+  return execute(meta, rows, static_cast<int64_t>(rows.size()), extras, t_start, false);
 }
 
 StepResult ModelRunner::execute(kv::BatchMetadata& meta, const std::vector<RowRequest>& rows, int64_t real_rows,

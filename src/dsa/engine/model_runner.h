@@ -103,8 +103,11 @@ class ModelRunner {
   StepResult run(const kv::Batch& batch, const std::vector<RowRequest>& rows, const StepExtras* extras = nullptr);
   // The same step from metadata built elsewhere: a tensor-parallel rank above 0 (tp_ranks.h) runs
   // rank 0's metadata (the one KV bookkeeping) over its own pools, which have the same layout. The
-  // runner's KV manager then only supplies the pools; nothing of its bookkeeping changes.
-  StepResult run_prepared(kv::BatchMetadata meta, const std::vector<RowRequest>& rows);
+  // runner's KV manager then only supplies the pools; nothing of its bookkeeping changes. extras:
+  // as run's, with this rank's own hand-over buffers (speculative decoding; meta is then rank 0's
+  // KvManager::draft_metadata for a draft step).
+  StepResult run_prepared(kv::BatchMetadata meta, const std::vector<RowRequest>& rows,
+                          const StepExtras* extras = nullptr);
 
   // Profiling (CUDA): times every step with events at the model's marker points; with
   // count_nodes the next step is captured as a CUDA graph (which must succeed for a step that

@@ -5,6 +5,7 @@
 #include "dsa/core/error.h"
 #include "dsa/engine/rejection_sampling.h"
 #include "dsa/engine/sampler.h"
+#include "dsa/engine/tp_ranks.h"
 #include "dsa/ops/sampling/sampling.h"
 
 namespace dsa::engine {
@@ -60,19 +61,40 @@ bool rollback_needs_state(const std::vector<kv::CacheGroupSpec>& groups, int64_t
   return false;
 }
 
-Drafter::Drafter(model::CausalLM& lm, ModelRunner& runner, kv::KvManager& kv) : lm_(lm), runner_(runner), kv_(kv) {
+Drafter::Drafter(model::CausalLM& lm, ModelRunner& runner, kv::KvManager& kv, TpRanks* tp)
+    : lm_(lm), runner_(runner), kv_(kv), tp_(tp) {
   DSA_CHECK(lm_.num_draft_layers() > 0, "speculative decoding: the model has no MTP layer");
+  const int ranks = tp_ ? tp_->size() : 1;
+  for (int r = 0; r < ranks; ++r) devices_.push_back(tp_ ? tp_->device(r) : lm_.device());
+  bufs_.resize(static_cast<size_t>(ranks));
 }
 
-Tensor Drafter::buffer(int i, int64_t tokens) {
-  Tensor& b = bufs_[i];
+Tensor Drafter::buffer(int rank, int i, int64_t tokens) {
+  Tensor& b = bufs_[static_cast<size_t>(rank)][static_cast<size_t>(i)];
   const int64_t W = lm_.hidden_width();
   if (!b.defined() || b.size(0) < tokens)
-    b = Tensor::empty({std::max<int64_t>(tokens, b.defined() ? 2 * b.size(0) : 0), W}, DType::F32, lm_.device());
+    b = Tensor::empty({std::max<int64_t>(tokens, b.defined() ? 2 * b.size(0) : 0), W}, DType::F32,
+                      devices_[static_cast<size_t>(rank)]);
   return b.slice(0, 0, tokens);
 }
 
-Tensor Drafter::target_hidden(int64_t tokens) { return buffer(0, tokens); }
+std::vector<StepExtras> Drafter::target_extras(int64_t tokens) {
+  std::vector<StepExtras> xs(devices_.size());
+  for (size_t r = 0; r < xs.size(); ++r) xs[r].hidden_out = buffer(static_cast<int>(r), 0, tokens);
+  return xs;
+}
+
+StepResult Drafter::step(const kv::Batch& b, const std::vector<RowRequest>& rows, int src, int out,
+                         const Tensor& hidden_rows) {
+  std::vector<StepExtras> xs(devices_.size());
+  for (size_t r = 0; r < xs.size(); ++r) {
+    xs[r].draft = true;
+    xs[r].hidden_src = bufs_[r][static_cast<size_t>(src)];
+    xs[r].hidden_out = buffer(static_cast<int>(r), out, b.num_tokens());
+    xs[r].hidden_rows = hidden_rows;
+  }
+  return tp_ ? tp_->run(b, rows, &xs) : runner_.run(b, rows, &xs[0]);
+}
 
 int32_t Drafter::pick(Sequence& s, const StepResult& res, size_t row, int64_t pos) {
   const int32_t t = res.tokens[row];
@@ -119,14 +141,10 @@ void Drafter::run(std::vector<DraftJob>& jobs) {
   if (b.empty()) return;
   const bool any_draft = !rows.empty();
   if (rows.empty()) rows.push_back(RowRequest{0, {}, false});  // the runner samples at least one row
-  StepExtras x;
-  x.draft = true;
-  x.hidden_src = bufs_[0];
-  x.hidden_rows = Tensor::empty({b.num_tokens()}, DType::I32);
-  std::copy(hidden_rows.begin(), hidden_rows.end(), x.hidden_rows.data<int32_t>());
+  Tensor rows_host = Tensor::empty({b.num_tokens()}, DType::I32);
+  std::copy(hidden_rows.begin(), hidden_rows.end(), rows_host.data<int32_t>());
   int cur = 1;
-  x.hidden_out = buffer(cur, b.num_tokens());
-  StepResult res = runner_.run(b, rows, &x);
+  StepResult res = step(b, rows, 0, cur, rows_host);
   if (!any_draft) return;
   int max_drafts = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
@@ -164,14 +182,10 @@ void Drafter::run(std::vector<DraftJob>& jobs) {
       who.push_back(j);
     }
     if (c.empty()) break;
-    StepExtras y;
-    y.draft = true;
-    y.hidden_src = bufs_[cur];
+    Tensor src_host = Tensor::empty({c.num_tokens()}, DType::I32);
+    std::copy(src_rows.begin(), src_rows.end(), src_host.data<int32_t>());
+    res = step(c, crow, cur, 3 - cur, src_host);
     cur = 3 - cur;
-    y.hidden_out = buffer(cur, c.num_tokens());
-    y.hidden_rows = Tensor::empty({c.num_tokens()}, DType::I32);
-    std::copy(src_rows.begin(), src_rows.end(), y.hidden_rows.data<int32_t>());
-    res = runner_.run(c, crow, &y);
     for (size_t i = 0; i < who.size(); ++i) {
       Sequence& s = *jobs[who[i]].seq;
       const int32_t t = pick(s, res, i, static_cast<int64_t>(s.tokens.size()) + k - 1);  // draft k's position

@@ -3,6 +3,7 @@
 // after every target step (its cache catches up with the accepted tokens, then it proposes up to
 // N tokens per request autoregressively).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -74,11 +75,17 @@ struct DraftJob {
   int drafts = 0;          // tokens to propose (0: only catch the MTP cache up)
 };
 
+class TpRanks;
+
 class Drafter {
  public:
-  Drafter(model::CausalLM& lm, ModelRunner& runner, kv::KvManager& kv);
-  // The buffer the target step writes every token's hidden state into (f32 [tokens][width]).
-  Tensor target_hidden(int64_t tokens);
+  // tp: the tensor-parallel ranks the steps run on (null: the one runner); each rank gets
+  // hand-over buffers of its own on its device (the ranks' hidden states are identical, each
+  // rank's forward writes and reads its own copy).
+  Drafter(model::CausalLM& lm, ModelRunner& runner, kv::KvManager& kv, TpRanks* tp = nullptr);
+  // A target step's extras, one per rank: hidden_out = the buffer it writes every token's hidden
+  // state into (f32 [tokens][width] on the rank's device).
+  std::vector<StepExtras> target_extras(int64_t tokens);
   // Runs the MTP layer over positions [max(mtp_done, step_start), valid_end) of every job (token
   // t + 1 as input, the target's hidden at t) and sets seq->mtp_done; then, for jobs with drafts
   // whose last committed position was in it, proposes seq->drafts (greedy over the MTP logits, or
@@ -87,7 +94,9 @@ class Drafter {
   void run(std::vector<DraftJob>& jobs);
 
  private:
-  Tensor buffer(int i, int64_t tokens);
+  Tensor buffer(int rank, int i, int64_t tokens);
+  // One MTP step on the runner or on every rank: xs[r] gets rank r's buffers src -> out.
+  StepResult step(const kv::Batch& b, const std::vector<RowRequest>& rows, int src, int out, const Tensor& hidden_rows);
   // The draft taking position `pos` from row `row` of an MTP step: the device's greedy pick, or
   // for s.rejection a seeded draw from the row's processed distribution (appended to s.draft_q).
   // -1: the row is not finite.
@@ -95,7 +104,9 @@ class Drafter {
   model::CausalLM& lm_;
   ModelRunner& runner_;
   kv::KvManager& kv_;
-  Tensor bufs_[3];  // target hidden, then the two draft hidden buffers (ping-pong)
+  TpRanks* tp_;
+  std::vector<Device> devices_;          // per rank
+  std::vector<std::array<Tensor, 3>> bufs_;  // per rank: target hidden, then the two draft buffers (ping-pong)
 };
 
 }  // namespace dsa::engine

@@ -22,10 +22,10 @@ void check_tensor_parallel_size(const model::ModelConfig& cfg, int size, bool ex
   if (expert_parallel) model::check_expert_parallel(cfg.n_routed_experts, size);
 }
 
-void check_tensor_parallel_options(int size, int speculative_tokens) {
-  DSA_CHECK(size <= 1 || speculative_tokens == 0,
-            "--speculative-tokens {} with --tensor-parallel-size {}: speculative decoding does not run with tensor "
-            "parallelism yet (the MTP layer is not sharded); use one or the other",
+void check_tensor_parallel_options(int size, int speculative_tokens, bool distributed) {
+  DSA_CHECK(size <= 1 || speculative_tokens == 0 || !distributed,
+            "--speculative-tokens {} with --nnodes {}: speculative decoding runs with the tensor-parallel ranks of one "
+            "process only (the draft steps are not sent between processes yet); use one process or no drafts",
             speculative_tokens, size);
 }
 
@@ -45,6 +45,7 @@ std::unique_ptr<model::CausalLM> load_rank(const std::string& dir, Device dev, m
   lo.shards = shards;
   lo.weights = opt.weights;
   lo.expert_parallel = opt.expert_parallel;
+  lo.mtp = opt.mtp;
   return model::load_causal_lm(dir, dev, lo);
 }
 }  // namespace

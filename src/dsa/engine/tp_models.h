@@ -30,6 +30,7 @@ struct TpLoadOptions {
   // model on each rank's host and then shards it, like a checkpoint (no per-rank fill yet).
   model::WeightSource weights;
   bool expert_parallel = false;  // routed experts split by expert (model::LoadModelOptions::expert_parallel)
+  bool mtp = false;              // load the MTP layer, sharded as the others (speculative decoding)
 };
 
 // Throws dsa::Error naming the value unless `size` can shard the model of `cfg`: >= 1, dividing
@@ -39,9 +40,10 @@ struct TpLoadOptions {
 // With expert_parallel, size must also divide n_routed_experts.
 void check_tensor_parallel_size(const model::ModelConfig& cfg, int size, bool expert_parallel = false);
 
-// Throws unless the engine options go with `size` ranks: speculative decoding (the MTP layer is
-// not sharded) only at size 1.
-void check_tensor_parallel_options(int size, int speculative_tokens);
+// Throws unless the engine options go with `size` ranks: speculative decoding runs with the
+// tensor-parallel ranks of one process (the MTP layer sharded as the others), not across
+// processes (`distributed`: --nnodes; the draft steps' hand-over is not on the wire yet).
+void check_tensor_parallel_options(int size, int speculative_tokens, bool distributed = false);
 
 // The devices of `size` ranks for --device `base`: the CPU for every rank; CUDA: consecutive
 // devices from base.index when the machine has that many, else every rank on base.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "dsa/core/error.h"
+#include "dsa/core/cuda_stream.h"
 #include "dsa/core/log.h"
 #include "dsa/engine/tp_wire.h"
 
@@ -80,19 +81,28 @@ ModelRunner& TpRanks::runner(int rank) {
   return rank == 0 ? lead_ : *followers_[static_cast<size_t>(rank - 1)].runner;
 }
 
-StepResult TpRanks::run(const kv::Batch& batch, const std::vector<RowRequest>& rows) {
+StepResult TpRanks::run(const kv::Batch& batch, const std::vector<RowRequest>& rows,
+                        const std::vector<StepExtras>* extras) {
   DSA_CHECK(!rows.empty(), "tensor parallel: a step must sample at least one row");
   for (const RowRequest& r : rows)  // before prepare: a refused step changes no KV state
     DSA_CHECK(r.token >= 0 && r.token < batch.num_tokens(), "tensor parallel: row token {} outside the batch of {}",
               r.token, batch.num_tokens());
-  const RankStep step{kv_.prepare(batch), rows};
+  DSA_CHECK(extras == nullptr || static_cast<int>(extras->size()) == size(),
+            "tensor parallel: {} step extras for {} ranks", extras ? extras->size() : 0, size());
+  DSA_CHECK(extras == nullptr || !models_.distributed(),
+            "tensor parallel: speculative decoding runs with the ranks of one process only");
+  const bool draft = extras != nullptr && (*extras)[0].draft;
+  const RankStep step{draft ? kv_.draft_metadata(batch) : kv_.prepare(batch), rows};
   if (models_.distributed()) {
     StepResult res;
     run_remote(step, res);
     return res;
   }
   std::vector<StepResult> res(static_cast<size_t>(size()));
-  models_.run([&](int r) { res[static_cast<size_t>(r)] = runner(r).run_prepared(step.meta, step.rows); });
+  models_.run([&](int r) {
+    const StepExtras* x = extras ? &(*extras)[static_cast<size_t>(r)] : nullptr;
+    res[static_cast<size_t>(r)] = runner(r).run_prepared(step.meta, step.rows, x);
+  });
   for (int r = 1; r < size(); ++r) {
     const std::vector<int32_t>& got = res[static_cast<size_t>(r)].tokens;
     for (size_t i = 0; i < got.size(); ++i)
@@ -102,6 +112,27 @@ StepResult TpRanks::run(const kv::Batch& batch, const std::vector<RowRequest>& r
                 r, got[i], i, res[0].tokens[i]);
   }
   return std::move(res[0]);
+}
+
+// On each follower's own thread (which holds its CUDA device) and stream, in the step order.
+void TpRanks::save_state_slot(int slot) {
+  DSA_CHECK(!models_.distributed(), "tensor parallel: state snapshots run with the ranks of one process only");
+  models_.run([&](int r) {
+    if (r == 0) return;
+    Follower& f = followers_[static_cast<size_t>(r - 1)];
+    cuda_stream::StreamScope on_stream(f.runner->stream());
+    f.pools->save_state_slot(slot);
+  });
+}
+
+void TpRanks::restore_state_slot(int slot) {
+  DSA_CHECK(!models_.distributed(), "tensor parallel: state snapshots run with the ranks of one process only");
+  models_.run([&](int r) {
+    if (r == 0) return;
+    Follower& f = followers_[static_cast<size_t>(r - 1)];
+    cuda_stream::StreamScope on_stream(f.runner->stream());
+    f.pools->restore_state_slot(slot);
+  });
 }
 
 void TpRanks::run_remote(const RankStep& step, StepResult& res) {

@@ -46,8 +46,16 @@ class TpRanks {
 
   int size() const { return models_.size(); }
   // Prepares the batch on the one bookkeeping, runs it on every rank, returns rank 0's result.
-  StepResult run(const kv::Batch& batch, const std::vector<RowRequest>& rows);
+  // extras (speculative decoding, in-process ranks only): one StepExtras per rank, each with that
+  // rank's hand-over buffers on its device; a draft step takes rank 0's KvManager::draft_metadata.
+  StepResult run(const kv::Batch& batch, const std::vector<RowRequest>& rows,
+                 const std::vector<StepExtras>* extras = nullptr);
+  // A rejected draft's compressor-state rollback on every rank above 0 (rank 0's is the engine's
+  // KvManager): snapshot / restore state slot `slot` of each follower's pools, on its stream.
+  void save_state_slot(int slot);
+  void restore_state_slot(int slot);
   ModelRunner& runner(int rank);
+  Device device(int rank) const { return models_.device(rank); }
   uint64_t collective_bytes(int rank) { return models_.collective_bytes(rank); }
 
  private:

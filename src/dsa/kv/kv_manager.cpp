@@ -396,14 +396,21 @@ void copy_state_slots(std::vector<StatePool>& states, int slot, int max_requests
 
 }  // namespace
 
-void KvManager::save_state(RequestId id) {
+void KvManager::save_state(RequestId id) { save_state_slot(req(id).slot); }
+void KvManager::restore_state(RequestId id) { restore_state_slot(req(id).slot); }
+
+void KvManager::save_state_slot(int slot) {
   DSA_CHECK(opt_.state_backups, "KV manager: save_state needs state_backups");
-  copy_state_slots(states_, req(id).slot, opt_.max_requests, opt_.device, /*to_backup=*/true);
+  DSA_CHECK(slot >= 0 && slot < opt_.max_requests, "KV manager: state slot {} outside 0..{}", slot,
+            opt_.max_requests - 1);
+  copy_state_slots(states_, slot, opt_.max_requests, opt_.device, /*to_backup=*/true);
 }
 
-void KvManager::restore_state(RequestId id) {
+void KvManager::restore_state_slot(int slot) {
   DSA_CHECK(opt_.state_backups, "KV manager: restore_state needs state_backups");
-  copy_state_slots(states_, req(id).slot, opt_.max_requests, opt_.device, /*to_backup=*/false);
+  DSA_CHECK(slot >= 0 && slot < opt_.max_requests, "KV manager: state slot {} outside 0..{}", slot,
+            opt_.max_requests - 1);
+  copy_state_slots(states_, slot, opt_.max_requests, opt_.device, /*to_backup=*/false);
 }
 
 BatchMetadata KvManager::build_metadata(const Batch& batch, const std::vector<Batch::Segment>& segs) const {

@@ -175,6 +175,10 @@ class KvManager {
   // on the current stream. Needs options.state_backups.
   void save_state(RequestId id);
   void restore_state(RequestId id);
+  // The same by state slot (a request's: state_slot; every tensor-parallel rank's pools have
+  // rank 0's layout, so a follower, which holds no requests, snapshots the slot rank 0 names).
+  void save_state_slot(int slot);
+  void restore_state_slot(int slot);
 
  private:
   struct Request {

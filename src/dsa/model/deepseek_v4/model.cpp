@@ -269,15 +269,14 @@ void DeepseekV4Model::forward(const StepInputs& in, const Tensor& logits) {
   if (in.hidden_out.defined()) ops::copy_cast(in.hidden_out.reshape({T, hc * d}), X.reshape({T, hc * d}));
 
   // The rows whose logits the step returns (gathered on the device).
-  head_logits(X, in.logit_rows, w_.hc_head_fn, w_.hc_head_base, w_.hc_head_scale, w_.norm, w_.head, mp, np, shards_, logits);
+  head_logits(X, in.logit_rows, w_.hc_head_fn, w_.hc_head_base, w_.hc_head_scale, w_.norm, w_.head, mp, np, shards_,
+              logits);
   trace_tensor("v4.logits", logits);
 }
 
 void DeepseekV4Model::draft(const StepInputs& in, const Tensor& logits) {
   const ModelConfig& c = config_;
   if (w_.mtp.empty()) CausalLM::draft(in, logits);  // throws: no MTP layer
-  DSA_CHECK(shards_ == nullptr, "deepseek_v4 draft: speculative decoding does not run with tensor parallelism yet "
-            "(size {})", shards_ ? shards_->size() : 1);
   const MtpWeights& M = w_.mtp[0];
   const int layer = c.num_layers;  // the MTP layer's caches
   const kv::BatchMetadata& meta = *in.meta;
@@ -316,9 +315,10 @@ void DeepseekV4Model::draft(const StepInputs& in, const Tensor& logits) {
   MhcScratch m(T, hc, d, device_);
   Tensor yn = Tensor::empty({T, d}, DType::BF16, device_);
   attention_pre(M.block, mp, np, X, m, yn);
-  block_forward(M.block, layer, s, mp, np, X, m, yn, meta.token_ids, moe_ws_, nullptr, nullptr);
+  block_forward(M.block, layer, s, mp, np, X, m, yn, meta.token_ids, moe_ws_, shards_, nullptr);  // sharded as others
   if (in.hidden_out.defined()) ops::copy_cast(in.hidden_out.reshape({T, hc * d}), X.reshape({T, hc * d}));
-  head_logits(X, in.logit_rows, M.hc_head_fn, M.hc_head_base, M.hc_head_scale, M.norm, w_.head, mp, np, nullptr, logits);
+  head_logits(X, in.logit_rows, M.hc_head_fn, M.hc_head_base, M.hc_head_scale, M.norm, w_.head, mp, np, shards_,
+              logits);
   trace_tensor("v4.mtp.logits", logits);
 }
 

@@ -245,8 +245,6 @@ void Model::head_logits(const Tensor& x, const Tensor& logit_rows, const Tensor&
 
 void Model::draft(const StepInputs& in, const Tensor& logits) {
   if (w_.mtp.empty()) CausalLM::draft(in, logits);  // throws: no MTP layer
-  DSA_CHECK(shards_ == nullptr, "glm5 draft: the MTP layer is not sharded for tensor parallelism yet (size {})",
-            shards_ ? shards_->size() : 1);
   const MtpWeights& M = w_.mtp[0];
   const kv::BatchMetadata& md = *in.meta;
   const int64_t T = md.num_tokens(), Hd = dims_.hidden;
@@ -273,7 +271,7 @@ void Model::draft(const StepInputs& in, const Tensor& logits) {
   trace_tensor("glm5.mtp.x0", x);
 
   Tensor h = Tensor::empty({T, Hd}, DType::BF16, device_);
-  layer_forward(M.layer, cfg_.num_layers, x, h, step, /*sharded=*/false);
+  layer_forward(M.layer, cfg_.num_layers, x, h, step, /*sharded=*/shards_ != nullptr);  // sharded as the others
   if (in.hidden_out.defined()) ops::copy_cast(in.hidden_out, x);
   head_logits(x, in.logit_rows, M.shared_norm, logits);
   trace_tensor("glm5.mtp.logits", logits);
