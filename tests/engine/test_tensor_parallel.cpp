@@ -62,9 +62,10 @@ void expect_tp_matches(int tp, bool fp8, Device dev = Device::cpu(), bool ep = f
   // slice): measured on the CPU 0.061-0.069 at max |logit| 3.2-4.0 (1.6-2.1 %), TP = 2 and 4.
   test::expect_logits_close(got, ref, V, ep ? 0.025f : 0.02f, tp);
   test::expect_ranks_agree(tps, tp);
-  // Two all-reduces per layer of bf16 [T][hidden]: 4 layers x 2 x T x 256 x 2 bytes per step.
-  const uint64_t tokens = prompts[0].size() + prompts[1].size() + 2 * next.size();
-  EXPECT_EQ(tps.collective_bytes(0), tokens * 4 * 2 * 256 * 2);
+  // Two all-reduces per layer of bf16 [T][hidden]: 4 layers x 2 x T x 256 x 2 bytes per step,
+  // and the vocabulary-parallel head's all-gather of f32 [rows][V / tp] (2 logit rows a step).
+  const uint64_t tokens = prompts[0].size() + prompts[1].size() + 2 * next.size(), rows = 2 * (1 + next.size());
+  EXPECT_EQ(tps.collective_bytes(0), tokens * 4 * 2 * 256 * 2 + rows * static_cast<uint64_t>(V / tp) * 4);
 }
 
 TEST(TensorParallelGlm, Tp2MatchesTheWholeModel) { expect_tp_matches(2, true); }

@@ -64,9 +64,11 @@ void expect_v4_tp_matches(int tp, Device dev = Device::cpu(), bool ep = false) {
   // |logit| 3.0-3.8, 1.3-2.1 %, TP = 2 and 4 alike; GLM's 1.4-2.0 %; the H200 0.047-0.066).
   test::expect_logits_close(got, ref, V, 0.03f, tp);
   test::expect_ranks_agree(tps, tp);
-  // Two all-reduces per layer (attention, MoE) of bf16 [T][hidden].
-  const uint64_t tokens = prompts[0].size() + prompts[1].size() + 2 * next.size();
-  EXPECT_EQ(tps.collective_bytes(0), tokens * static_cast<uint64_t>(layers) * 2 * static_cast<uint64_t>(hidden) * 2);
+  // Two all-reduces per layer (attention, MoE) of bf16 [T][hidden], and the vocabulary-parallel
+  // head's all-gather of f32 [rows][V / tp] (2 logit rows a step).
+  const uint64_t tokens = prompts[0].size() + prompts[1].size() + 2 * next.size(), rows = 2 * (1 + next.size());
+  EXPECT_EQ(tps.collective_bytes(0), tokens * static_cast<uint64_t>(layers) * 2 * static_cast<uint64_t>(hidden) * 2 +
+                                         rows * static_cast<uint64_t>(V / tp) * 4);
 }
 
 TEST(TensorParallelV4, Tp2MatchesTheWholeModel) { expect_v4_tp_matches(2); }

@@ -89,6 +89,24 @@ EngineRun generate(Engine& e, const std::vector<std::vector<int32_t>>& prompts) 
   return r;
 }
 
+// generate() without logprobs: requests whose rows come to the host do not speculate.
+EngineRun generate_plain(Engine& e, const std::vector<std::vector<int32_t>>& prompts) {
+  SamplingParams p;
+  p.max_tokens = 20;
+  p.ignore_eos = true;
+  for (const auto& pr : prompts) e.add_request(pr, p);
+  EngineRun r;
+  while (e.has_unfinished())
+    for (const StepOutput& o : e.step()) {
+      EXPECT_NE(o.finish, FinishReason::Error) << o.error;
+      auto& t = r.tokens[o.id];
+      t.insert(t.end(), o.new_tokens.begin(), o.new_tokens.end());
+    }
+  r.preemptions = e.num_preemptions();
+  EXPECT_EQ(e.kv_usage()[0].used_pages, 0);
+  return r;
+}
+
 // Greedy tokens of TP = N equal those of the whole model. The ranks' partial sums are rounded to
 // bf16 before the all-reduce (the whole model rounds once), so logits differ by a few bf16 ulps
 // (test_tensor_parallel.cpp: within 2 % of max |logit|) and a near tie may pick the other token:
@@ -191,19 +209,32 @@ TEST_P(TpEngine, SpeculativeGreedyTokensEqualDecodingWithoutDrafts) {
     EngineRun base;
     {
       Engine e(models, o);
-      base = generate(e, prompts);
+      base = generate_plain(e, prompts);
     }
-    for (const int n : {1, 3}) {
+    // The tiny model's own drafts (N = 3: nearly all rejected, V4 rolls back), then drafts forced
+    // to the right tokens (N = 2: all accepted, the chained draft steps run on accepted tokens).
+    for (const bool forced : {false, true}) {
+      const int n = forced ? 2 : 3;
       EngineOptions so = o;
       so.speculative_tokens = n;
+      if (forced)
+        so.draft_hook = [&](const Sequence& s, std::vector<int32_t>& d) {
+          const std::vector<int32_t>& want = base.tokens.at(s.id);  // ids are given in order from 0
+          for (size_t k = 0; k < d.size(); ++k) {
+            const size_t g = static_cast<size_t>(s.generated()) + k;
+            d[k] = g < want.size() ? want[g] : 0;
+          }
+        };
       Engine e(models, so);
-      const EngineRun spec = generate(e, prompts);
-      EXPECT_EQ(spec.tokens, base.tokens) << (v4 ? "deepseek_v4" : "glm5") << ", N = " << n;
+      const EngineRun spec = generate_plain(e, prompts);
+      const char* what = v4 ? "deepseek_v4" : "glm5";
+      EXPECT_EQ(spec.tokens, base.tokens) << what << ", N = " << n << (forced ? ", forced drafts" : "");
       const SpecStats& st = e.spec_stats();
       EXPECT_GT(st.drafted, 0) << "no draft was verified";
-      if (v4) EXPECT_GT(st.rollbacks, 0) << "no compressor-state rollback ran";
-      std::printf("%s tp %d N %d: %lld drafted, %lld accepted, %lld rollbacks, %lld preemptions\n",
-                  v4 ? "deepseek_v4" : "glm5", tp, n, static_cast<long long>(st.drafted),
+      if (forced) EXPECT_EQ(st.accepted, st.drafted) << what;
+      if (v4 && !forced) EXPECT_GT(st.rollbacks, 0) << "no compressor-state rollback ran";
+      std::printf("%s tp %d N %d%s: %lld drafted, %lld accepted, %lld rollbacks, %lld preemptions\n", what, tp, n,
+                  forced ? " (forced right)" : "", static_cast<long long>(st.drafted),
                   static_cast<long long>(st.accepted), static_cast<long long>(st.rollbacks),
                   static_cast<long long>(spec.preemptions));
     }
