@@ -68,10 +68,12 @@ EngineOptions options() {
   return o;
 }
 
-EngineRun generate(Engine& e, const std::vector<std::vector<int32_t>>& prompts) {
+// logprobs: the chosen token's logprob and the `logprobs` best (2: a near tie shows); -1: none
+// (requests whose rows come to the host do not speculate).
+EngineRun generate(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int logprobs = 2) {
   SamplingParams p;
   p.max_tokens = 20;
-  p.logprobs = 2;  // the chosen token's logprob and the two best (a near tie shows)
+  p.logprobs = logprobs;
   p.ignore_eos = true;
   std::vector<kv::RequestId> ids;
   for (const auto& pr : prompts) ids.push_back(e.add_request(pr, p));
@@ -83,24 +85,6 @@ EngineRun generate(Engine& e, const std::vector<std::vector<int32_t>>& prompts) 
       t.insert(t.end(), o.new_tokens.begin(), o.new_tokens.end());
       auto& l = r.logprobs[o.id];
       l.insert(l.end(), o.logprobs.begin(), o.logprobs.end());
-    }
-  r.preemptions = e.num_preemptions();
-  EXPECT_EQ(e.kv_usage()[0].used_pages, 0);
-  return r;
-}
-
-// generate() without logprobs: requests whose rows come to the host do not speculate.
-EngineRun generate_plain(Engine& e, const std::vector<std::vector<int32_t>>& prompts) {
-  SamplingParams p;
-  p.max_tokens = 20;
-  p.ignore_eos = true;
-  for (const auto& pr : prompts) e.add_request(pr, p);
-  EngineRun r;
-  while (e.has_unfinished())
-    for (const StepOutput& o : e.step()) {
-      EXPECT_NE(o.finish, FinishReason::Error) << o.error;
-      auto& t = r.tokens[o.id];
-      t.insert(t.end(), o.new_tokens.begin(), o.new_tokens.end());
     }
   r.preemptions = e.num_preemptions();
   EXPECT_EQ(e.kv_usage()[0].used_pages, 0);
@@ -209,7 +193,7 @@ TEST_P(TpEngine, SpeculativeGreedyTokensEqualDecodingWithoutDrafts) {
     EngineRun base;
     {
       Engine e(models, o);
-      base = generate_plain(e, prompts);
+      base = generate(e, prompts, /*logprobs=*/-1);
     }
     // The tiny model's own drafts (N = 3: nearly all rejected, V4 rolls back), then drafts forced
     // to the right tokens (N = 2: all accepted, the chained draft steps run on accepted tokens).
@@ -226,7 +210,7 @@ TEST_P(TpEngine, SpeculativeGreedyTokensEqualDecodingWithoutDrafts) {
           }
         };
       Engine e(models, so);
-      const EngineRun spec = generate_plain(e, prompts);
+      const EngineRun spec = generate(e, prompts, /*logprobs=*/-1);
       const char* what = v4 ? "deepseek_v4" : "glm5";
       EXPECT_EQ(spec.tokens, base.tokens) << what << ", N = " << n << (forced ? ", forced drafts" : "");
       const SpecStats& st = e.spec_stats();

@@ -115,24 +115,22 @@ StepResult TpRanks::run(const kv::Batch& batch, const std::vector<RowRequest>& r
 }
 
 // On each follower's own thread (which holds its CUDA device) and stream, in the step order.
-void TpRanks::save_state_slot(int slot) {
+void TpRanks::on_followers(const std::function<void(kv::KvManager&)>& fn) {
   DSA_CHECK(!models_.distributed(), "tensor parallel: state snapshots run with the ranks of one process only");
   models_.run([&](int r) {
     if (r == 0) return;
     Follower& f = followers_[static_cast<size_t>(r - 1)];
     cuda_stream::StreamScope on_stream(f.runner->stream());
-    f.pools->save_state_slot(slot);
+    fn(*f.pools);
   });
 }
 
+void TpRanks::save_state_slot(int slot) {
+  on_followers([&](kv::KvManager& kv) { kv.save_state_slot(slot); });
+}
+
 void TpRanks::restore_state_slot(int slot) {
-  DSA_CHECK(!models_.distributed(), "tensor parallel: state snapshots run with the ranks of one process only");
-  models_.run([&](int r) {
-    if (r == 0) return;
-    Follower& f = followers_[static_cast<size_t>(r - 1)];
-    cuda_stream::StreamScope on_stream(f.runner->stream());
-    f.pools->restore_state_slot(slot);
-  });
+  on_followers([&](kv::KvManager& kv) { kv.restore_state_slot(slot); });
 }
 
 void TpRanks::run_remote(const RankStep& step, StepResult& res) {

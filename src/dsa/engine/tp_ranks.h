@@ -19,6 +19,7 @@
 // memory, so the engine runs tensor-parallel steps eagerly.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -60,6 +61,7 @@ class TpRanks {
 
  private:
   void run_remote(const RankStep& step, StepResult& res);
+  void on_followers(const std::function<void(kv::KvManager&)>& fn);  // ranks 1 .. size - 1, in process
   struct Follower {
     std::unique_ptr<kv::KvManager> pools;  // layout and pools only: no request is ever added
     std::unique_ptr<ModelRunner> runner;
