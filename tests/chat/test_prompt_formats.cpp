@@ -228,6 +228,11 @@ TEST(ChatRequest, ThinkingToolChoiceAndErrors) {
   EXPECT_EQ(param_of("{" + m + R"(, "reasoning_effort": "extreme"})"), "reasoning_effort");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"function": {"name": 3}}]}]})"),
             "messages[0].tool_calls[0]");
+  // A "type" of the wrong JSON type is the client's error, named (it once escaped as json's type_error).
+  EXPECT_EQ(param_of("{" + m + R"(, "tools": [{"type": 2147483648, "function": {"name": "a"}}]})"), "tools[0].type");
+  EXPECT_EQ(param_of("{" + m + R"(, "response_format": {"type": []}})"), "response_format.type");
+  EXPECT_EQ(param_of("{" + m + "," + tools + R"(, "tool_choice": {"type": 1, "function": {"name": "a"}}})"), "tool_choice.type");
+  EXPECT_EQ(param_of("{" + m + R"(, "thinking": {"type": false}})"), "thinking.type");
   EXPECT_EQ(param_of("{" + m + "}"), "(accepted)");
 }
 

@@ -11,6 +11,14 @@ using ojson = nlohmann::ordered_json;
 
 std::string where(size_t i, const char* field) { return "messages[" + std::to_string(i) + "]." + field; }
 
+// j[key] as a string, `def` when absent or null; any other type is the client's error (json's
+// value() would throw its own type_error, which is not a request error).
+std::string string_field(const ojson& j, const char* key, const std::string& def, const std::string& param) {
+  if (!j.is_object() || !j.contains(key) || j[key].is_null()) return def;
+  if (!j[key].is_string()) bad(param + " must be a string", param);
+  return j[key].get<std::string>();
+}
+
 // A message's content as text: a string, null, or text parts.
 ojson content_text(const ojson& c, const std::string& param) {
   if (c.is_null() || c.is_string()) return c;
@@ -109,7 +117,7 @@ ojson tools_of(const ojson& ts) {
   for (size_t k = 0; k < ts.size(); ++k) {
     const ojson& t = ts[k];
     const std::string p = "tools[" + std::to_string(k) + "]";
-    if (!t.is_object() || t.value("type", "function") != "function" || !t.contains("function") || !t["function"].is_object())
+    if (!t.is_object() || string_field(t, "type", "function", p + ".type") != "function" || !t.contains("function") || !t["function"].is_object())
       bad(p + " must be {\"type\": \"function\", \"function\": {\"name\", \"description\", \"parameters\"}}", p);
     const ojson& f = t["function"];
     if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
@@ -136,7 +144,7 @@ ChatRequestParts parse_chat_request(const ojson& body, const PromptFormat& forma
       bad(std::string(k) + " (the legacy function-calling API) is not supported: use tools and tool_choice", k);
   if (body.contains("response_format") && !body["response_format"].is_null()) {
     const ojson& rf = body["response_format"];
-    if (!rf.is_object() || rf.value("type", "") != "text")
+    if (!rf.is_object() || string_field(rf, "type", "", "response_format.type") != "text")
       bad("response_format: only {\"type\": \"text\"} is supported (no structured output / JSON schema decoding)",
           "response_format");
   }
@@ -157,7 +165,7 @@ ChatRequestParts parse_chat_request(const ojson& body, const PromptFormat& forma
     if (tc == "none") r.tool_choice = ToolChoice::None;
     else if (tc == "auto") r.tool_choice = ToolChoice::Auto;
     else if (tc == "required") r.tool_choice = ToolChoice::Required;
-    else if (tc.is_object() && tc.value("type", "") == "function" && tc.contains("function") && tc["function"].is_object() &&
+    else if (tc.is_object() && string_field(tc, "type", "", "tool_choice.type") == "function" && tc.contains("function") && tc["function"].is_object() &&
              tc["function"].contains("name") && tc["function"]["name"].is_string()) {
       r.tool_choice = ToolChoice::Named;
       r.named_tool = tc["function"]["name"].get<std::string>();
@@ -189,7 +197,8 @@ ChatRequestParts parse_chat_request(const ojson& body, const PromptFormat& forma
   if (!thinking && body.contains("thinking") && !body["thinking"].is_null()) {
     const ojson& t = body["thinking"];
     if (t.is_boolean()) thinking = t.get<bool>();
-    else if (t.is_object() && (t.value("type", "") == "enabled" || t.value("type", "") == "disabled"))
+    else if (t.is_object() && (string_field(t, "type", "", "thinking.type") == "enabled" ||
+                                string_field(t, "type", "", "thinking.type") == "disabled"))
       thinking = t["type"] == "enabled";
     else bad("thinking must be a boolean or {\"type\": \"enabled\" | \"disabled\"}", "thinking");
   }
