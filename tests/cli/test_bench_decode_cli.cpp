@@ -109,7 +109,7 @@ TEST(BenchDecodeCli, BadSpeculativeTokensAreErrors) {
   // A checkpoint without its MTP layer (what transformers saves).
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("dsa_bench_no_mtp_" + std::to_string(::getpid()))).string();
-  ASSERT_EQ(run_dsa("make-tiny --arch deepseek_v4 --variant transformers --out " + dir).rc, 0);
+  ASSERT_EQ(run_dsa("make-tiny --arch deepseek_v4 --variant transformers --no-tokenizer --out " + dir).rc, 0);
   const CliResult r =
       run_dsa("bench decode --model " + dir + " --on cpu --batch 1 --context 8 --quick --speculative-tokens 1");
   std::filesystem::remove_all(dir);

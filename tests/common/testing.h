@@ -11,6 +11,7 @@
 
 #include "dsa/core/device.h"
 #include "dsa/core/tensor.h"
+#include "dsa/tokenizer/tokenizer.h"
 
 namespace dsa::test {
 
@@ -64,4 +65,11 @@ std::string error_of(F&& f) {
     if (!::dsa::test::cuda_available())                                          \
       GTEST_SKIP() << "no CUDA device (" << ::dsa::cuda_unavailable_reason()        \
                    << "): GPU test skipped";                                        \
+  } while (0)
+
+// Skips the current test (or its remaining part), saying so, when dsa was built without PCRE2:
+// no tokenizer loads, so neither do commands on checkpoint folders that hold one.
+#define DSA_REQUIRE_TOKENIZER()                                                    \
+  do {                                                                             \
+    if (!::dsa::tokenizer_available()) GTEST_SKIP() << "dsa built without PCRE2"; \
   } while (0)

@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "dsa/ops/norm/norm.h"
+#include "dsa/ops/tensor/tensor_ops.h"
 #include "common/op_helpers.h"
 
 using namespace dsa;
@@ -185,4 +186,87 @@ TEST(ModelopsNorm, CudaRegisterAndStridedPathsMatchCpu) {
         rms_norm(xi, w.to(Device::cuda()), xi, NormParams{1e-6f});
         expect_close(xi, ref, tol, tol, fmt::format("rms_norm in place rows={} cols={}", rows, cols));
       }
+}
+
+// ---- add_rms_norm: the residual add fused with the norm after it ---------------------------
+
+namespace {
+// Bit-for-bit equality of two tensors' values (NaN never equals: poisoned, unwritten elements fail).
+void expect_same_values(const Tensor& a, const Tensor& b, const std::string& what) {
+  const std::vector<float> va = values(a), vb = values(b);
+  ASSERT_EQ(va.size(), vb.size()) << what;
+  for (size_t i = 0; i < va.size(); ++i)
+    ASSERT_TRUE(va[i] == vb[i] && std::isfinite(va[i])) << what << ": element " << i << ": " << va[i] << " vs " << vb[i];
+}
+}  // namespace
+
+TEST(ModelopsNorm, AddRmsNormCpuIsAddThenNorm) {
+  for (uint64_t seed : {1u, 2u}) {
+    Rng rng(seed);
+    for (int64_t cols : {1L, 3L, 6144L})
+      for (DType ddt : {DType::F32, DType::BF16}) {
+        SCOPED_TRACE(fmt::format("seed {} cols {} delta {}", seed, cols, dtype_name(ddt)));
+        Tensor x = random_f32({3, cols}, rng, 2.f), d = random_act({3, cols}, ddt, rng, 2.f);
+        Tensor w = random_act({cols}, DType::BF16, rng);
+        Tensor xs = Tensor::empty({3, cols}, DType::F32), os = Tensor::empty({3, cols}, DType::BF16), of = Tensor::empty({3, cols}, DType::BF16);
+        xs.copy_from(x);
+        poison(os);
+        poison(of);
+        float* a = xs.data<float>();
+        for (int64_t i = 0; i < xs.numel(); ++i) a[i] += at(d, i);  // the unfused pair, by hand
+        rms_norm_cpu(xs, w, os, NormParams{1e-5f});
+        add_rms_norm(x, d, w, of, NormParams{1e-5f});
+        expect_same_values(x, xs, "x");
+        expect_same_values(of, os, "out");
+      }
+  }
+  // Errors name the problem; an empty batch is fine.
+  Tensor x = Tensor::zeros({2, 8}, DType::F32), d = Tensor::zeros({2, 8}, DType::BF16), o = Tensor::empty({2, 8}, DType::BF16);
+  EXPECT_THROW(add_rms_norm(Tensor::zeros({2, 8}, DType::BF16), d, Tensor(), o, {}), Error);  // x not f32
+  EXPECT_THROW(add_rms_norm(x, Tensor::zeros({2, 7}, DType::F32), Tensor(), o, {}), Error);
+  EXPECT_THROW(add_rms_norm(x, Tensor::zeros({2, 8}, DType::I32), Tensor(), o, {}), Error);
+  try {
+    add_rms_norm(x, d, Tensor(), x, {});
+    FAIL() << "expected an error for out == x";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("overlap"), std::string::npos) << e.what();
+  }
+  Tensor none = Tensor::empty({0, 8}, DType::F32);
+  EXPECT_NO_THROW(add_rms_norm(none, Tensor::empty({0, 8}, DType::F32), Tensor(), Tensor::empty({0, 8}, DType::BF16), {}));
+}
+
+// On the GPU the fused kernel (both paths: register rows <= 16384 columns and the strided one)
+// must give exactly what add_into + rms_norm give there (x and out), and x exactly the CPU's sums,
+// out within the norm's bound of the CPU reference (2e-5 f32, one bf16 ulp).
+TEST(ModelopsNorm, CudaAddRmsNormEqualsAddIntoThenRmsNorm) {
+  DSA_REQUIRE_CUDA();
+  const uint64_t seed = 23;
+  Rng rng(seed);
+  for (int64_t rows : {0L, 1L, 3L, 32L})
+    for (int64_t cols : {1L, 3L, 127L, 1028L, 6144L, 7168L, 16384L, 16385L, 20001L})
+      for (DType ddt : {DType::F32, DType::BF16})
+        for (DType odt : {DType::BF16, DType::F32}) {
+          if (odt == DType::F32 && ddt == DType::F32 && cols > 8192) continue;
+          const std::string what = fmt::format("seed {} rows {} cols {} delta {} out {}", seed, rows, cols,
+                                               dtype_name(ddt), dtype_name(odt));
+          Tensor x = random_f32({rows, cols}, rng, 2.f), d = random_act({rows, cols}, ddt, rng, 2.f);
+          Tensor w = random_act({cols}, DType::BF16, rng);
+          const NormParams p{1e-5f};
+          Tensor xc = Tensor::empty({rows, cols}, DType::F32), oc = Tensor::empty({rows, cols}, odt);
+          xc.copy_from(x);
+          add_rms_norm_cpu(xc, d, w, oc, p);
+          Tensor dg = d.to(Device::cuda()), wg = w.to(Device::cuda());
+          Tensor x1 = x.to(Device::cuda()), x2 = x.to(Device::cuda());
+          Tensor o1 = Tensor::empty({rows, cols}, odt, Device::cuda()), o2 = Tensor::empty({rows, cols}, odt, Device::cuda());
+          poison(o1);
+          poison(o2);
+          add_rms_norm(x1, dg, wg, o1, p);
+          add_into(x2, dg);
+          rms_norm(x2, wg, o2, p);
+          expect_same_values(x1, x2, what + ": x, fused vs add_into");
+          expect_same_values(o1, o2, what + ": out, fused vs add_into + rms_norm");
+          expect_same_values(x1, xc, what + ": x vs the CPU sums");
+          const double tol = odt == DType::BF16 ? 8e-3 : 2e-5;
+          expect_close(o1, oc, tol, tol, what + ": out vs the CPU reference");
+        }
 }

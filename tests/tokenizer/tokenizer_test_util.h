@@ -8,12 +8,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/testing.h"
 #include "dsa/tokenizer/tokenizer.h"
-
-#define DSA_REQUIRE_TOKENIZER()                                                     \
-  do {                                                                              \
-    if (!::dsa::tokenizer_available()) GTEST_SKIP() << "dsa built without PCRE2"; \
-  } while (0)
 
 namespace dsa::test {
 

@@ -8,9 +8,8 @@ namespace dsa::pdl {
 // True when kernels launched now on the current device may overlap their predecessor: the code
 // that runs on the device was built for SM90 or later (checked once per device on a probe kernel,
 // so PTX JIT-compiled for an older architecture never runs a kernel without its wait) and the
-// environment variable DSA_PDL is "1" (read once per process). Off by default until the GPU
-// tests and the decode A/B have run with it on real hardware (docs/kernels.md, "Kernel
-// boundaries").
+// environment variable DSA_PDL is "1" (read once per process). Off by default: it speeds up
+// eager steps, not replayed decode graphs (docs/kernels.md, "Kernel boundaries").
 bool enabled();
 
 // True when enabled() and DSA_PDL_PREFETCH is unset or not "0": kernels whose weights are known

@@ -190,11 +190,17 @@ void Model::forward(const StepInputs& in, const Tensor& logits) {
   ops::embed_rows(w_.embed, md.token_ids, x);
   trace_tensor("glm5.embed", x);
   Tensor h = Tensor::empty({T, Hd}, DType::BF16, device_);
+  Tensor pending;  // the last layer's MLP output, added into the next layer's input norm
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     in.mark(static_cast<int>(l));
-    layer_forward(w_.layers[l], static_cast<int>(l), x, h, step, /*sharded=*/shards_ != nullptr);
-    if (trace_enabled()) trace_tensor(fmt::format("glm5.layer{}.x", l), x);
+    pending = layer_forward(w_.layers[l], static_cast<int>(l), x, h, step, /*sharded=*/shards_ != nullptr, pending);
+    if (trace_enabled()) {
+      ops::add_into(x, pending);
+      pending = Tensor();
+      trace_tensor(fmt::format("glm5.layer{}.x", l), x);
+    }
   }
+  if (pending.defined()) ops::add_into(x, pending);
 
   in.mark(static_cast<int>(w_.layers.size()));
   if (in.hidden_out.defined()) ops::copy_cast(in.hidden_out, x);
@@ -216,9 +222,11 @@ Step Model::make_step(const StepInputs& in) const {
   return step;
 }
 
-void Model::layer_forward(const LayerWeights& L, int l, const Tensor& x, const Tensor& h, Step& step, bool sharded) {
+Tensor Model::layer_forward(const LayerWeights& L, int l, const Tensor& x, const Tensor& h, Step& step, bool sharded,
+                           const Tensor& pending) {
   const ops::NormParams rms{static_cast<float>(cfg_.rms_norm_eps)};
-  ops::rms_norm(x, L.input_norm, h, rms);
+  if (pending.defined()) ops::add_rms_norm(x, pending, L.input_norm, h, rms);
+  else ops::rms_norm(x, L.input_norm, h, rms);
   ops::PagedKvCache cache;
   cache.kind = formats::KvFormat::DsMla;
   const kv::KvPool& pool = step.in->pool(l, attn::CacheRole::Latent);
@@ -226,11 +234,10 @@ void Model::layer_forward(const LayerWeights& L, int l, const Tensor& x, const T
   cache.data = pool.data;
   Tensor attn = attention_block(L, l, h, attn_cfg_, *attn_impl_, cache, step);
   if (sharded) shards_->all_reduce_sum(attn);  // row-parallel o_proj: the ranks' partial sums
-  ops::add_into(x, attn);
-  ops::rms_norm(x, L.post_attn_norm, h, rms);
+  ops::add_rms_norm(x, attn, L.post_attn_norm, h, rms);
   Tensor mlp = mlp_block(L, h, mlp_cfg_, moe_ws_);
   if (sharded) shards_->all_reduce_sum(mlp);  // row-parallel down projections
-  ops::add_into(x, mlp);
+  return mlp;
 }
 
 void Model::head_logits(const Tensor& x, const Tensor& logit_rows, const Tensor& norm, const Tensor& logits) const {
@@ -271,7 +278,7 @@ void Model::draft(const StepInputs& in, const Tensor& logits) {
   trace_tensor("glm5.mtp.x0", x);
 
   Tensor h = Tensor::empty({T, Hd}, DType::BF16, device_);
-  layer_forward(M.layer, cfg_.num_layers, x, h, step, /*sharded=*/shards_ != nullptr);  // sharded as the others
+  ops::add_into(x, layer_forward(M.layer, cfg_.num_layers, x, h, step, /*sharded=*/shards_ != nullptr, Tensor()));
   if (in.hidden_out.defined()) ops::copy_cast(in.hidden_out, x);
   head_logits(x, in.logit_rows, M.shared_norm, logits);
   trace_tensor("glm5.mtp.logits", logits);

@@ -64,7 +64,11 @@ class Model final : public CausalLM {
   Step make_step(const StepInputs& in) const;
   // One decoder layer on the residual x (f32 [T][hidden]; h: bf16 scratch of the same shape);
   // sharded: the layer holds this rank's tensor-parallel shard and all-reduces its two blocks.
-  void layer_forward(const LayerWeights& L, int layer, const Tensor& x, const Tensor& h, Step& step, bool sharded);
+  // The residual adds run fused with the norm after them (ops::add_rms_norm): `pending` is the
+  // previous layer's MLP output not yet added to x (undefined: none), and the layer returns its
+  // own, which the caller adds (into the next layer's input norm, or with add_into).
+  Tensor layer_forward(const LayerWeights& L, int layer, const Tensor& x, const Tensor& h, Step& step, bool sharded,
+                       const Tensor& pending);
   void head_logits(const Tensor& x, const Tensor& logit_rows, const Tensor& norm, const Tensor& logits) const;
 };
 

@@ -1,6 +1,7 @@
 #include "dsa/ops/norm/norm.h"
 
 #include <cmath>
+#include <utility>
 
 #include "dsa/ops/norm/elem.h"
 #include "dsa/ops/norm/rows.h"
@@ -70,13 +71,41 @@ void norm_rows_cpu(const Checked& c, const Tensor& weight, const Tensor& bias, f
   }
 }
 
+// add_rms_norm's extra checks: x the contiguous f32 residual stream, delta its shape, out apart.
+void check_add(const Tensor& x, const Tensor& delta, const Tensor& out) {
+  DSA_CHECK(x.dtype() == DType::F32 && x.is_contiguous(), "add_rms_norm: x must be contiguous f32, got {}", x.str());
+  check_activation_dtype("add_rms_norm: delta", delta.dtype());
+  DSA_CHECK(delta.is_contiguous() && delta.shape() == x.shape() && delta.device() == x.device(),
+            "add_rms_norm: delta must be contiguous, of x's shape and device ({}), got {}", x.str(), delta.str());
+  auto span = [](const Tensor& t) {
+    const char* b = static_cast<const char*>(t.raw());
+    return std::pair{b, b + t.numel() * static_cast<int64_t>(dtype_size(t.dtype()))};
+  };
+  const auto [xb, xe] = span(x);
+  const auto [ob, oe] = span(out);
+  const auto [db, de] = span(delta);
+  DSA_CHECK((oe <= xb || xe <= ob) && (oe <= db || de <= ob),
+            "add_rms_norm: out must not overlap x or delta (x {}, delta {}, out {})", x.str(), delta.str(), out.str());
+}
+
+void add_rows_cpu(const Tensor& x, const Tensor& delta) {
+  float* a = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) a[i] += load_f(delta.raw(), delta.dtype(), i);
+}
+
 void dispatch(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
-              const NormParams& p, bool layer) {
+              const NormParams& p, bool layer, const Tensor& delta = Tensor()) {
   Checked c = check_args(op, x, weight, bias, out, p);
-  if (!x.device().is_cuda()) return norm_rows_cpu(c, weight, bias, p.eps, layer);
+  if (delta.defined()) check_add(x, delta, out);
+  if (!x.device().is_cuda()) {
+    if (delta.defined()) add_rows_cpu(x, delta);
+    return norm_rows_cpu(c, weight, bias, p.eps, layer);
+  }
 #ifdef DSA_WITH_CUDA
   cuda::RowNormArgs a{};
   a.x = c.x.base;
+  a.delta = delta.defined() ? delta.raw() : nullptr;
+  a.delta_dtype = delta.defined() ? delta.dtype() : DType::F32;
   a.out = c.out.base;
   a.weight = weight.defined() ? weight.raw() : nullptr;
   a.bias = bias.defined() ? bias.raw() : nullptr;
@@ -110,6 +139,19 @@ void layer_norm_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   Checked c = check_args("layer_norm", x, weight, bias, out, p);
   DSA_CHECK(!x.device().is_cuda(), "layer_norm_cpu: tensors must be on the CPU, got {}", x.device().str());
   norm_rows_cpu(c, weight, bias, p.eps, true);
+}
+
+void add_rms_norm_cpu(const Tensor& x, const Tensor& delta, const Tensor& weight, const Tensor& out,
+                      const NormParams& p) {
+  Checked c = check_args("add_rms_norm", x, weight, Tensor(), out, p);
+  check_add(x, delta, out);
+  DSA_CHECK(!x.device().is_cuda(), "add_rms_norm_cpu: tensors must be on the CPU, got {}", x.device().str());
+  add_rows_cpu(x, delta);
+  norm_rows_cpu(c, weight, Tensor(), p.eps, false);
+}
+
+void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, const Tensor& out, const NormParams& p) {
+  dispatch("add_rms_norm", x, weight, Tensor(), out, p, false, delta);
 }
 
 void rms_norm(const Tensor& x, const Tensor& weight, const Tensor& out, const NormParams& p) {

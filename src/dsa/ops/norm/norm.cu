@@ -12,6 +12,11 @@
 // row_norm_kernel (longer rows, the fallback): threads stride over the columns; pass 1 (LayerNorm
 //   only) sums x, pass 2 sums (x - mean)^2, pass 3 writes; the row is re-read from L1/L2.
 //
+// add_rms_norm (a.delta set, x f32): both kernels first add delta to x in float and store the sum
+//   back to x (each thread the columns it owns), then normalise those sums as above: the same
+//   float add as add_into and the same norm over the same values, so the pair's result bit for
+//   bit, one launch and one read of x fewer.
+//
 // Both compute in float: inv = 1 / sqrtf(sum((x - mean)^2) / n + eps), out = (x - mean) * inv
 // [* w] [+ b], rounded once to out's dtype. Against the CPU reference (double statistics) the
 // difference is float summation-order rounding: |err| <= ~1e-6 relative for f32 out, one bf16
@@ -36,14 +41,25 @@ __global__ void __launch_bounds__(512) row_norm_reg_kernel(RowNormArgs a, bool v
   const char* xr = static_cast<const char*>(a.x) + r * a.x_row_stride * esz(a.x_dtype);
   char* orow = static_cast<char*>(a.out) + r * a.out_row_stride * esz(a.out_dtype);
   const int64_t n = a.cols;
-  F4 x[U], w[U], b[U];
+  F4 x[U], w[U], b[U], d[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int64_t i = 4 * (threadIdx.x + static_cast<int64_t>(u) * blockDim.x);
     const bool in = i < n;
     x[u] = in ? ld4(xr, a.x_dtype, i, n, vec) : F4{};
+    if (a.delta) d[u] = in ? ld4(static_cast<const char*>(a.delta) + r * n * esz(a.delta_dtype), a.delta_dtype, i, n, vec) : F4{};
     if (a.weight) w[u] = in ? ld4(a.weight, a.weight_dtype, i, n, vec) : F4{};
     if (a.bias) b[u] = in ? ld4(a.bias, a.bias_dtype, i, n, vec) : F4{};
+  }
+  if (a.delta) {  // the residual add (f32 x): the same float add as add_into, the sums written back
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = 4 * (threadIdx.x + static_cast<int64_t>(u) * blockDim.x);
+      if (i >= n) continue;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[u].v[e] += d[u].v[e];
+      st4(const_cast<char*>(xr), DType::F32, i, n, vec, x[u]);
+    }
   }
   const float nf = static_cast<float>(n);
   float mean = 0.f;
@@ -87,6 +103,11 @@ __global__ void row_norm_kernel(RowNormArgs a) {
   const char* xr = static_cast<const char*>(a.x) + r * a.x_row_stride * esz(a.x_dtype);
   char* orow = static_cast<char*>(a.out) + r * a.out_row_stride * esz(a.out_dtype);
   const float n = static_cast<float>(a.cols);
+  if (a.delta) {  // x += delta, written back; later passes re-read only the columns this thread wrote
+    const char* dr = static_cast<const char*>(a.delta) + r * a.cols * esz(a.delta_dtype);
+    float* xw = reinterpret_cast<float*>(const_cast<char*>(xr));
+    for (int64_t i = threadIdx.x; i < a.cols; i += blockDim.x) xw[i] += ld(dr, a.delta_dtype, i);
+  }
   float mean = 0.f;
   if (a.layer_norm) {
     float s = 0.f;
@@ -124,7 +145,8 @@ void row_norm(const RowNormArgs& a) {
     const int threads = static_cast<int>(((groups + U - 1) / U + 31) / 32 * 32);
     const bool vec = vec4_ok(a.x, a.x_dtype, a.cols, a.x_row_stride) &&
                      vec4_ok(a.out, a.out_dtype, a.cols, a.out_row_stride) &&
-                     vec4_ok(a.weight, a.weight_dtype, a.cols, 0) && vec4_ok(a.bias, a.bias_dtype, a.cols, 0);
+                     vec4_ok(a.weight, a.weight_dtype, a.cols, 0) && vec4_ok(a.bias, a.bias_dtype, a.cols, 0) &&
+                     vec4_ok(a.delta, a.delta_dtype, a.cols, a.cols);
     if (U == 1)
       pdl::launch(row_norm_reg_kernel<1>, grid, threads, 0, DSA_CURRENT_STREAM, a, vec);
     else if (U == 2)

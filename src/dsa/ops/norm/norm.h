@@ -31,9 +31,19 @@ struct NormParams {
 void rms_norm(const Tensor& x, const Tensor& weight, const Tensor& out, const NormParams& p);
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out, const NormParams& p);
 
+// The residual add and the norm after it in one pass over the row (GLM-5's add + post-attention
+// norm, and the MLP's add + the next layer's input norm): x += delta, then out = rms_norm(x) *
+// weight. x: the f32 residual stream, contiguous, written back; delta: f32 or bf16 of x's shape,
+// contiguous; out: as for rms_norm, not overlapping x or delta. The result, x and out, is bit for
+// bit that of add_into(x, delta) followed by rms_norm(x, weight, out) on the same device: the add
+// is the same float add, and the norm reads the sums it wrote.
+void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, const Tensor& out, const NormParams& p);
+
 // CPU references (called by the entry points; public so that tests can call them directly).
 void rms_norm_cpu(const Tensor& x, const Tensor& weight, const Tensor& out, const NormParams& p);
 void layer_norm_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
                     const NormParams& p);
+void add_rms_norm_cpu(const Tensor& x, const Tensor& delta, const Tensor& weight, const Tensor& out,
+                      const NormParams& p);
 
 }  // namespace dsa::ops

@@ -7,12 +7,13 @@
 namespace dsa::ops::cuda {
 
 struct RowNormArgs {
-  const void* x;
+  const void* x;       // f32 and written back when delta is set
+  const void* delta;   // null, or x += delta first (add_rms_norm: x, delta contiguous rows of cols)
   void* out;
   const void* weight;  // may be null (unweighted)
   const void* bias;    // may be null
   int64_t rows, cols, x_row_stride, out_row_stride;
-  DType x_dtype, out_dtype, weight_dtype, bias_dtype;
+  DType x_dtype, out_dtype, weight_dtype, bias_dtype, delta_dtype;
   float eps;
   bool layer_norm;  // false: RMSNorm
 };
