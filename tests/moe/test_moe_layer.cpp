@@ -400,3 +400,51 @@ TEST(MoeLayerCuda, WarmWorkspaceAllocatesAndWaitsForNothing) {
     }
   }
 }
+
+// The shared expert on the workspace's side stream (forked from and joined to the caller's
+// stream, here an explicit one as the model runner installs) gives exactly the output of the
+// one-stream order, call after call (the branch's buffers and split-K scratch are its own), for
+// both forms and decode / prefill sizes, and a warm call still allocates and waits for nothing.
+TEST(MoeLayerCuda, SharedExpertOnTheSideStreamEqualsOneStream) {
+  DSA_REQUIRE_CUDA();
+  Rng rng;
+  const Device d = Device::cuda();
+  cuda_stream::Stream stream(d.index);
+  cuda_stream::StreamScope on_stream(stream.get());
+  for (int variant : {0, 1}) {  // V4 (MXFP4 routed, FP8 UE8M0 shared), GLM FP8
+    const bool glm = variant == 1;
+    Model m = make_model(glm, false, 256, 128, 32, glm ? 8 : 6, rng);
+    ASSERT_TRUE(m.w.shared_w13.weight.defined());
+    const MoeLayerWeights wd = to_dev(m.w, d);
+    for (int64_t T : {1, 3, 64}) {
+      MoeLayerParams one = m.p, side = m.p;
+      one.shared_on_side_stream = false;
+      side.shared_on_side_stream = true;
+      MoeWorkspace ws_one, ws_side;
+      for (int call = 0; call < 3; ++call) {
+        Tensor x = random_bf16({T, m.H}, rng, 2.f).to(d);
+        Tensor a = Tensor::empty({T, m.H}, DType::BF16, d), b = Tensor::empty({T, m.H}, DType::BF16, d);
+        poison(a);
+        poison(b);
+        moe_layer(x, Tensor(), wd, one, a, ws_one);
+        const auto before = cuda_memory::cache_stats(d.index);
+        const auto waits = cuda_stream::host_waits();
+        moe_layer(x, Tensor(), wd, side, b, ws_side);
+        if (call > 0) {
+          const auto after = cuda_memory::cache_stats(d.index);
+          EXPECT_EQ(after.device_allocs + after.reuses, before.device_allocs + before.reuses)
+              << "variant " << variant << " T=" << T << ": allocation in a warm call";
+          EXPECT_EQ(cuda_stream::host_waits().total(), waits.total()) << "variant " << variant << " T=" << T;
+        }
+        ASSERT_TRUE(ws_side.side) << "the side stream was not used";
+        const Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());
+        for (int64_t i = 0; i < ha.numel(); ++i) {
+          ASSERT_TRUE(std::isfinite(bf(ha, i))) << "variant " << variant << " T=" << T << " i=" << i;
+          ASSERT_EQ(ha.data<uint16_t>()[i], hb.data<uint16_t>()[i])
+              << "variant " << variant << " T=" << T << " call " << call << " i=" << i << ": " << bf(ha, i) << " vs "
+              << bf(hb, i);
+        }
+      }
+    }
+  }
+}

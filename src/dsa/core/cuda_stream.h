@@ -46,6 +46,35 @@ class Stream {
   int device_ = 0;
 };
 
+// A second stream that part of a step branches to and rejoins, for independent work that would
+// leave SMs idle on one stream (the MoE's shared expert beside the routed experts). fork() makes
+// the branch wait for everything enqueued on the calling thread's current stream so far; join()
+// makes the current stream wait for everything enqueued on the branch since. Events only, no
+// host wait; inside a CUDA graph capture (relaxed mode) the branch becomes parallel nodes of the
+// same graph. Work on the branch takes its own stream_scratch buffers (they are per stream), so
+// it shares no split-K scratch with the current stream. Work on the branch must not allocate or
+// free device tensors (use buffers that outlive the step, allocated before the fork or by an
+// earlier call): the caching allocator and the step arena's overflow hand a freed block to the
+// next alloc() on the assumption that all work runs in one stream order (cuda_memory.h). Call
+// fork() and join() with the same current stream. Non-blocking stream; throws without CUDA.
+class SideStream {
+ public:
+  explicit SideStream(int device);
+  ~SideStream();
+  SideStream(const SideStream&) = delete;
+  SideStream& operator=(const SideStream&) = delete;
+  void* get() const { return s_; }
+  int device() const { return device_; }
+  void fork();
+  void join();
+
+ private:
+  void* s_ = nullptr;
+  void* fork_ev_ = nullptr;
+  void* join_ev_ = nullptr;
+  int device_ = 0;
+};
+
 // Host-wait counters (process-wide, all devices). Read, or take a difference around a step.
 struct HostWaits {
   int64_t d2h_copies = 0;   // synchronous device-to-host copies (each waits for the stream)

@@ -1,9 +1,15 @@
 // A full MoE layer: router logits -> routing (score or hash) -> contiguous layout -> gate/up
 // grouped GEMM with fused SwiGLU (gather fused) -> down grouped GEMM -> weighted combine, plus
-// the shared expert (dense GEMMs through the same kernels) added in the combine.
+// the shared expert (dense GEMMs through the same kernels) added in the combine. On CUDA the
+// shared expert runs on a second stream beside the router, routing and routed GEMMs (at decode
+// the routed GEMMs leave SMs idle: ~one CTA per used expert and column block), joined before
+// the combine (MoeLayerParams::shared_on_side_stream). Same kernels, same results.
 //   out[t] = shared(x[t]) + sum_s w[t][s] * down_e(swiglu(gate_up_e(x[t])))
 // Intermediates are bf16 (the SwiGLU output and each expert's down output), sums in fp32.
 #pragma once
+#include <memory>
+
+#include "dsa/core/cuda_stream.h"
 #include "dsa/core/tensor.h"
 #include "dsa/ops/moe/expert_gemm.h"
 #include "dsa/ops/moe/layout.h"
@@ -32,12 +38,18 @@ struct MoeLayerParams {
   // are computed, so `out` is this part's share of the routed sum plus the shared expert (give
   // the shared expert to one part, or a slice of it to each), and the parts add up to the layer.
   int64_t expert_base = 0;
+  // CUDA: the shared expert on the workspace's side stream, beside the routed part (the
+  // environment's DSA_MOE_OVERLAP=0 turns it off everywhere). Results are the same either way.
+  bool shared_on_side_stream = true;
 };
 
 // Scratch buffers, grown on demand and reused across calls (keeps allocation out of the hot path).
 struct MoeWorkspace {
   Tensor logits, topk_ids, topk_weights, act, y, shared_act, shared_out;
   MoeLayout layout;
+  // CUDA: the branch the shared expert runs on beside the routing and the routed experts
+  // (created at the first CUDA call, outside any graph capture: warm-up runs eagerly first).
+  std::shared_ptr<cuda_stream::SideStream> side;
 };
 
 // x [T][H] bf16; token_ids [T] i32 (needed for hash layers, else may be undefined); out [T][H] bf16.
